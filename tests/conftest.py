@@ -1,0 +1,12 @@
+"""Shared pytest setup: make the collection importable as ansible_collections.llmops.sglang.
+
+The repository root holds a checked-in symlink ansible_collections/llmops/sglang -> ../.., so putting the root on
+sys.path lets tests import plugins exactly as Ansible does (ansible_collections.llmops.sglang.plugins...).
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
