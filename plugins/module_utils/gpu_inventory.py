@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Parse what nvidia-smi reports about the GPUs of a host, and name their architecture.
+
+Pure functions, no Ansible imports: used by the gpu_facts module and by unit tests with captured outputs.
+"""
+
+from __future__ import annotations
+
+# The fields gpu_facts asks nvidia-smi for, in this order (one CSV row per GPU).
+QUERY_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "compute_cap",
+    "driver_version",
+    "pci.bus_id",
+)
+
+# nvidia-smi exit codes and texts that mean "no usable driver" rather than "something broke".
+NO_DRIVER_MARKERS = (
+    "couldn't communicate with the NVIDIA driver",
+    "NVIDIA-SMI has failed",
+)
+NO_DEVICE_MARKER = "No devices were found"
+MISMATCH_MARKER = "Driver/library version mismatch"
+
+# Marketing family per compute capability major.minor (for messages only; decisions use the sm string).
+ARCH_FAMILY = {
+    "7.0": "Volta",
+    "7.5": "Turing",
+    "8.0": "Ampere",
+    "8.6": "Ampere",
+    "8.7": "Ampere",
+    "8.9": "Ada Lovelace",
+    "9.0": "Hopper",
+    "10.0": "Blackwell",
+    "10.3": "Blackwell",
+    "11.0": "Blackwell",
+    "12.0": "Blackwell",
+    "12.1": "Blackwell",
+}
+
+
+class GpuQueryError(ValueError):
+    """nvidia-smi answered with something this parser cannot read."""
+
+
+def sm_string(compute_cap: str) -> str:
+    """'12.0' -> 'sm_120', '9.0' -> 'sm_90', '8.6' -> 'sm_86'."""
+    try:
+        major, minor = compute_cap.strip().split(".")
+        return f"sm_{int(major)}{int(minor)}"
+    except ValueError as exc:
+        raise GpuQueryError(f"compute capability {compute_cap!r} is not of the form MAJOR.MINOR") from exc
+
+
+def parse_query_csv(text: str) -> list[dict]:
+    """Parse `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv,noheader,nounits` output."""
+    gpus = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) != len(QUERY_FIELDS):
+            raise GpuQueryError(
+                f"line {lineno} of nvidia-smi output has {len(cols)} fields, expected {len(QUERY_FIELDS)}: {line!r}"
+            )
+        row = dict(zip(QUERY_FIELDS, cols, strict=True))
+        try:
+            gpu = {
+                "index": int(row["index"]),
+                "name": row["name"],
+                "uuid": row["uuid"],
+                "memory_total_mib": int(row["memory.total"]),
+                "memory_used_mib": int(row["memory.used"]),
+                "memory_free_mib": int(row["memory.free"]),
+                "compute_capability": row["compute_cap"],
+                "sm": sm_string(row["compute_cap"]),
+                "driver_version": row["driver_version"],
+                "pci_bus_id": row["pci.bus_id"],
+            }
+        except ValueError as exc:
+            raise GpuQueryError(f"line {lineno} of nvidia-smi output is not numeric where expected: {line!r}") from exc
+        gpu["architecture"] = ARCH_FAMILY.get(gpu["compute_capability"], "unknown")
+        gpus.append(gpu)
+    return gpus
+
+
+def classify_failure(rc: int, output: str) -> str:
+    """Name the state behind a failed nvidia-smi run: no_gpu, no_driver, driver_mismatch, or error."""
+    if MISMATCH_MARKER in output:
+        return "driver_mismatch"
+    if rc == 6 or NO_DEVICE_MARKER in output:
+        return "no_gpu"
+    if rc == 9 or any(marker in output for marker in NO_DRIVER_MARKERS):
+        return "no_driver"
+    return "error"
+
+
+def summarize(gpus: list[dict]) -> dict:
+    """Host-level facts derived from the per-GPU list."""
+    if not gpus:
+        return {
+            "count": 0,
+            "sm_list": [],
+            "arch_list": [],
+            "min_memory_total_mib": None,
+            "driver_version": None,
+            "driver_branch": None,
+            "names": [],
+            "homogeneous": True,
+        }
+    sms = sorted({g["sm"] for g in gpus}, key=lambda s: int(s[3:]))
+    driver = gpus[0]["driver_version"]
+    return {
+        "count": len(gpus),
+        "sm_list": sms,
+        "arch_list": [s[3:] for s in sms],
+        "min_memory_total_mib": min(g["memory_total_mib"] for g in gpus),
+        "driver_version": driver,
+        "driver_branch": int(driver.split(".")[0]) if driver and driver.split(".")[0].isdigit() else None,
+        "names": sorted({g["name"] for g in gpus}),
+        "homogeneous": len({(g["name"], g["memory_total_mib"]) for g in gpus}) == 1,
+    }

@@ -1,0 +1,226 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Report the NVIDIA GPUs of a host, their architecture and the driver state
+version_added: "0.1.0"
+description:
+  - Runs C(nvidia-smi) with C(LANG=C) and returns one entry per GPU (name, memory in MiB, compute capability,
+    the C(sm_XY) architecture string, driver version, PCI bus id) plus host-level summaries.
+  - A host without the driver, without NVIDIA GPUs, or with a kernel module that does not match the installed
+    user-space driver is reported through RV(gpu_state) instead of failing, so plays can decide what to do
+    (for example install the driver, or ask for a reboot).
+  - Read-only; supports check mode and always reports C(changed=false).
+options:
+  nvidia_smi:
+    description:
+      - Path or name of the nvidia-smi binary. A bare name is searched in E(PATH) and in C(/usr/bin).
+    type: str
+    default: nvidia-smi
+  timeout:
+    description:
+      - Seconds to wait for nvidia-smi before giving up (a hung driver makes nvidia-smi block).
+    type: int
+    default: 30
+  fail_on_error:
+    description:
+      - Fail the task when nvidia-smi exists but answers with an error that is not a known driver state.
+      - When V(false), such errors are returned as RV(gpu_state=error) with the output.
+    type: bool
+    default: true
+notes:
+  - Facts are also returned under C(ansible_facts.llmops_gpu) so later plays can use them without registering.
+author:
+  - llmops.sglang contributors
+"""
+
+EXAMPLES = r"""
+- name: Find the GPUs of the host
+  llmops.sglang.gpu_facts:
+  register: gpu
+
+- name: Show what was found
+  ansible.builtin.debug:
+    msg: "{{ gpu.gpu_count }} x {{ gpu.gpus[0].name }} ({{ gpu.sm_list | join(', ') }})"
+  when: gpu.gpu_state == 'present'
+
+- name: Stop when the driver and kernel module disagree (a reboot is due)
+  ansible.builtin.fail:
+    msg: "{{ gpu.message }}"
+  when: ansible_facts.llmops_gpu.gpu_state == 'driver_mismatch'
+"""
+
+RETURN = r"""
+gpu_state:
+  description:
+    - C(present) when nvidia-smi listed GPUs; C(no_driver) when nvidia-smi is missing or cannot reach the
+      driver; C(no_gpu) when the driver runs but sees no GPU; C(driver_mismatch) when the loaded kernel module
+      and the user-space library differ (reboot needed); C(error) for other failures (only when
+      O(fail_on_error=false)).
+  returned: always
+  type: str
+  sample: present
+message:
+  description: One sentence describing the state, for humans.
+  returned: always
+  type: str
+  sample: 8 x NVIDIA RTX PRO 6000 Blackwell Workstation Edition (sm_120, 97887 MiB each), driver 580.95.05
+gpu_count:
+  description: Number of GPUs found.
+  returned: always
+  type: int
+  sample: 8
+gpus:
+  description: One entry per GPU, in nvidia-smi index order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index: {description: GPU index as nvidia-smi numbers it., type: int}
+    name: {description: Product name., type: str, sample: NVIDIA RTX PRO 6000 Blackwell Workstation Edition}
+    uuid: {description: GPU UUID., type: str}
+    memory_total_mib: {description: Total memory in MiB., type: int, sample: 97887}
+    memory_used_mib: {description: Used memory in MiB., type: int}
+    memory_free_mib: {description: Free memory in MiB., type: int}
+    compute_capability: {description: Compute capability MAJOR.MINOR., type: str, sample: "12.0"}
+    sm: {description: Architecture as used in build flags., type: str, sample: sm_120}
+    architecture: {description: Architecture family name., type: str, sample: Blackwell}
+    driver_version: {description: Driver version., type: str, sample: 580.95.05}
+    pci_bus_id: {description: PCI bus id., type: str, sample: "00000000:01:00.0"}
+sm_list:
+  description: Distinct architectures, lowest first.
+  returned: always
+  type: list
+  elements: str
+  sample: [sm_120]
+arch_list:
+  description: Distinct architectures as numbers, as build variables such as FLASH_ATTN_CUDA_ARCHS want them.
+  returned: always
+  type: list
+  elements: str
+  sample: ["120"]
+min_memory_total_mib:
+  description: Smallest total memory of any GPU (SGLang sizes by the smallest), null without GPUs.
+  returned: always
+  type: int
+  sample: 97887
+driver_version:
+  description: Driver version reported by nvidia-smi, null when no driver answers.
+  returned: always
+  type: str
+  sample: 580.95.05
+driver_branch:
+  description: Major driver branch, null when no driver answers.
+  returned: always
+  type: int
+  sample: 580
+homogeneous:
+  description: Whether all GPUs have the same name and memory size.
+  returned: always
+  type: bool
+nvidia_smi_output:
+  description: nvidia-smi's own output when it failed.
+  returned: when gpu_state is not present
+  type: str
+ansible_facts:
+  description: The same facts under C(llmops_gpu).
+  returned: always
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_inventory import (
+    QUERY_FIELDS,
+    GpuQueryError,
+    classify_failure,
+    parse_query_csv,
+    summarize,
+)
+
+STATE_MESSAGES = {
+    "no_driver": "No NVIDIA driver answers on this host (nvidia-smi is missing or cannot reach the driver).",
+    "no_gpu": "The NVIDIA driver runs but sees no GPU.",
+    "driver_mismatch": (
+        "The loaded NVIDIA kernel module and the installed driver libraries differ "
+        "(Driver/library version mismatch): reboot the host to load the installed driver."
+    ),
+}
+
+
+def find_nvidia_smi(module, name):
+    if os.path.sep in name:
+        return name if os.access(name, os.X_OK) else None
+    return module.get_bin_path(name, opt_dirs=["/usr/bin", "/usr/local/bin"])
+
+
+def gather(module):
+    binary = find_nvidia_smi(module, module.params["nvidia_smi"])
+    if binary is None:
+        return {"gpu_state": "no_driver", "gpus": [], "nvidia_smi_output": "nvidia-smi not found"}
+    cmd = [
+        "timeout",
+        str(module.params["timeout"]),
+        binary,
+        "--query-gpu=" + ",".join(QUERY_FIELDS),
+        "--format=csv,noheader,nounits",
+    ]
+    rc, out, err = module.run_command(cmd, environ_update={"LANG": "C", "LC_ALL": "C"})
+    if rc == 124:
+        module.fail_json(
+            msg=f"nvidia-smi did not answer within {module.params['timeout']} s; the driver may be hung "
+            "(check dmesg for Xid errors) or the timeout too short.",
+            cmd=cmd,
+        )
+    if rc != 0:
+        state = classify_failure(rc, out + err)
+        if state == "error" and module.params["fail_on_error"]:
+            module.fail_json(msg=f"nvidia-smi failed with exit code {rc}: {(out + err).strip()}", rc=rc, cmd=cmd)
+        return {"gpu_state": state, "gpus": [], "nvidia_smi_output": (out + err).strip()}
+    try:
+        gpus = parse_query_csv(out)
+    except GpuQueryError as exc:
+        module.fail_json(msg=f"could not read nvidia-smi's answer: {exc}", stdout=out)
+    return {"gpu_state": "present" if gpus else "no_gpu", "gpus": gpus}
+
+
+def describe(result):
+    if result["gpu_state"] != "present":
+        return STATE_MESSAGES.get(result["gpu_state"], "nvidia-smi failed: " + result.get("nvidia_smi_output", ""))
+    groups = {}
+    for gpu in result["gpus"]:
+        groups.setdefault((gpu["name"], gpu["sm"], gpu["memory_total_mib"]), 0)
+        groups[(gpu["name"], gpu["sm"], gpu["memory_total_mib"])] += 1
+    parts = [f"{n} x {name} ({sm}, {mib} MiB each)" for (name, sm, mib), n in groups.items()]
+    return f"{' + '.join(parts)}, driver {result['driver_version']}"
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "timeout": {"type": "int", "default": 30},
+            "fail_on_error": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    if module.params["timeout"] < 1:
+        module.fail_json(msg=f"timeout must be at least 1 second, got {module.params['timeout']}")
+    result = gather(module)
+    result.update(summarize(result["gpus"]))
+    result["gpu_count"] = result.pop("count")
+    result["message"] = describe(result)
+    facts = {k: v for k, v in result.items() if k != "nvidia_smi_output"}
+    module.exit_json(changed=False, ansible_facts={"llmops_gpu": facts}, **result)
+
+
+if __name__ == "__main__":
+    main()

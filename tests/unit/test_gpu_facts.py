@@ -1,0 +1,165 @@
+# ruff: noqa: E501  (captured nvidia-smi rows are kept verbatim)
+"""gpu_facts: parsing of captured nvidia-smi outputs, state classification, and the module end to end."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_inventory import (
+    GpuQueryError,
+    classify_failure,
+    parse_query_csv,
+    sm_string,
+    summarize,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = ROOT / "plugins" / "modules" / "gpu_facts.py"
+FAKE_SMI = ROOT / "sim" / "gpu" / "nvidia-smi"
+
+# Captured from `nvidia-smi --query-gpu=index,name,uuid,memory.total,memory.used,memory.free,compute_cap,
+# driver_version,pci.bus_id --format=csv,noheader,nounits` (first two rows of an 8-GPU host shown per case).
+RTX_PRO_6000 = """\
+0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, GPU-5c1a9d2e-8d1b-4f4e-9a0e-1f2b3c4d5e6f, 97887, 3, 97375, 12.0, 580.95.05, 00000000:01:00.0
+1, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, GPU-6d2b0e3f-9e2c-405f-8b1f-2a3c4d5e6f70, 97887, 3, 97375, 12.0, 580.95.05, 00000000:21:00.0
+"""
+H100_MIXED = """\
+0, NVIDIA H100 80GB HBM3, GPU-0a, 81559, 0, 81004, 9.0, 575.57.08, 00000000:18:00.0
+1, NVIDIA A100-SXM4-80GB, GPU-0b, 81920, 0, 81500, 8.0, 575.57.08, 00000000:2A:00.0
+"""
+
+
+def test_parses_blackwell_rows():
+    gpus = parse_query_csv(RTX_PRO_6000)
+    assert len(gpus) == 2
+    g = gpus[0]
+    assert g["name"] == "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    assert g["memory_total_mib"] == 97887
+    assert g["memory_free_mib"] == 97375
+    assert g["compute_capability"] == "12.0"
+    assert g["sm"] == "sm_120"
+    assert g["architecture"] == "Blackwell"
+    assert g["driver_version"] == "580.95.05"
+    assert gpus[1]["pci_bus_id"] == "00000000:21:00.0"
+
+
+def test_summary_of_a_mixed_host_sorts_architectures_and_takes_the_smallest_memory():
+    s = summarize(parse_query_csv(H100_MIXED))
+    assert s["count"] == 2
+    assert s["sm_list"] == ["sm_80", "sm_90"]
+    assert s["arch_list"] == ["80", "90"]
+    assert s["min_memory_total_mib"] == 81559
+    assert s["driver_branch"] == 575
+    assert s["homogeneous"] is False
+
+
+def test_summary_without_gpus_is_empty_not_an_error():
+    s = summarize([])
+    assert s["count"] == 0
+    assert s["driver_version"] is None
+    assert s["sm_list"] == []
+
+
+@pytest.mark.parametrize(("cap", "sm"), [("12.0", "sm_120"), ("9.0", "sm_90"), ("8.6", "sm_86"), ("10.3", "sm_103")])
+def test_sm_string(cap, sm):
+    assert sm_string(cap) == sm
+
+
+def test_malformed_rows_are_refused_with_the_line():
+    with pytest.raises(GpuQueryError, match="has 3 fields"):
+        parse_query_csv("0, NVIDIA X, GPU-1\n")
+    with pytest.raises(GpuQueryError, match="not numeric"):
+        parse_query_csv("0, N, U, [N/A], 0, 0, 9.0, 575.57.08, 0000:01:00.0\n")
+
+
+@pytest.mark.parametrize(
+    ("rc", "text", "state"),
+    [
+        (
+            9,
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+            "Make sure that the latest NVIDIA driver is installed and running.",
+            "no_driver",
+        ),
+        (6, "No devices were found", "no_gpu"),
+        (
+            18,
+            "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95",
+            "driver_mismatch",
+        ),
+        (255, "Segmentation fault", "error"),
+    ],
+)
+def test_failure_states(rc, text, state):
+    assert classify_failure(rc, text) == state
+
+
+def run_module(tmp_path, args, env):
+    argfile = tmp_path / "args.json"
+    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    proc = subprocess.run(
+        [sys.executable, str(MODULE), str(argfile)], capture_output=True, text=True, env=full_env, check=False
+    )
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture
+def driver_files(tmp_path):
+    version = tmp_path / "driver-version"
+    version.write_text("580.95.05\n")
+    return {"SIM_GPU_DRIVER_FILE": str(version), "SIM_GPU_LOADED_FILE": str(tmp_path / "loaded")}
+
+
+def test_module_reports_eight_blackwell_gpus(tmp_path, driver_files):
+    env = {"SIM_GPU_PROFILE": str(ROOT / "sim/gpu/profiles/rtx-pro-6000-x8.json"), **driver_files}
+    rc, res = run_module(tmp_path, {"nvidia_smi": str(FAKE_SMI)}, env)
+    assert rc == 0, res
+    assert res["changed"] is False
+    assert res["gpu_state"] == "present"
+    assert res["gpu_count"] == 8
+    assert res["sm_list"] == ["sm_120"]
+    assert {g["memory_total_mib"] for g in res["gpus"]} == {97887}
+    assert res["message"].startswith("8 x NVIDIA RTX PRO 6000 Blackwell Workstation Edition (sm_120, 97887 MiB each)")
+    assert res["ansible_facts"]["llmops_gpu"]["gpu_count"] == 8
+
+
+def test_module_without_driver_reports_the_state(tmp_path):
+    env = {"SIM_GPU_DRIVER_FILE": str(tmp_path / "absent")}
+    rc, res = run_module(tmp_path, {"nvidia_smi": str(FAKE_SMI)}, env)
+    assert rc == 0, res
+    assert res["gpu_state"] == "no_driver"
+    assert res["gpu_count"] == 0
+    assert "couldn't communicate" in res["nvidia_smi_output"]
+
+
+def test_module_without_nvidia_smi_reports_no_driver(tmp_path):
+    rc, res = run_module(tmp_path, {"nvidia_smi": str(tmp_path / "nvidia-smi")}, {})
+    assert rc == 0, res
+    assert res["gpu_state"] == "no_driver"
+
+
+def test_module_on_a_host_without_gpus(tmp_path, driver_files):
+    env = {"SIM_GPU_PROFILE": str(ROOT / "sim/gpu/profiles/no-gpu.json"), **driver_files}
+    rc, res = run_module(tmp_path, {"nvidia_smi": str(FAKE_SMI)}, env)
+    assert rc == 0, res
+    assert res["gpu_state"] == "no_gpu"
+
+
+def test_module_reports_a_driver_library_mismatch(tmp_path, driver_files):
+    Path(driver_files["SIM_GPU_LOADED_FILE"]).write_text("575.57.08\n")
+    env = {"SIM_GPU_PROFILE": str(ROOT / "sim/gpu/profiles/rtx-pro-6000-x8.json"), **driver_files}
+    rc, res = run_module(tmp_path, {"nvidia_smi": str(FAKE_SMI)}, env)
+    assert rc == 0, res
+    assert res["gpu_state"] == "driver_mismatch"
+    assert "reboot" in res["message"]
+
+
+def test_module_rejects_a_bad_timeout_before_running_anything(tmp_path):
+    rc, res = run_module(tmp_path, {"nvidia_smi": "/bin/false", "timeout": 0}, {})
+    assert rc == 1
+    assert "timeout must be at least 1" in res["msg"]
