@@ -16,9 +16,12 @@ export SIM_CACHE ?= /var/cache/llmops-sim
 export SIM_STATE ?= /run/llmops-sim
 
 HOST_PKGS := debootstrap systemd-container tinyproxy openssh-client dpkg-dev apt-utils gnupg iproute2
-SCENARIOS ?= $(sort $(notdir $(wildcard molecule/*)))
+SCENARIOS ?= $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml))
 
-.PHONY: help setup host-packages venv lint unit quick molecule test demo demo-down sim-clean sanity lock bench
+docs: venv
+	python scripts/role-docs.py
+
+.PHONY: docs help setup host-packages venv lint unit quick molecule test demo demo-down sim-clean sanity lock bench
 
 help:
 	@sed -n '1,5p' Makefile | sed 's/^# \{0,1\}//'
@@ -46,6 +49,7 @@ $(VENV)/.installed: requirements.txt
 	@echo "setup: $(VENV) ready ($$($(BIN)/ansible --version | head -1), $$($(BIN)/python --version))"
 
 lint: venv
+	python scripts/role-docs.py --check
 	yamllint -s .
 	ansible-lint
 	ruff check .
@@ -80,7 +84,7 @@ sanity: venv
 	@bash scripts/ansible-test-sanity
 
 bench: venv
-	@echo "no benchmarks yet"
+	python tests/bench/bench_readiness.py
 
 lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \
