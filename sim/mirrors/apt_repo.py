@@ -1,0 +1,449 @@
+"""Signed flat apt repository shaped like NVIDIA's CUDA repository for Debian 12 (stand-in packages only)."""
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import time
+from email.utils import formatdate
+from pathlib import Path
+
+from common import EPOCH, Stamp, clamp_mtimes, fingerprint, reset_dir, run, write
+
+REPO_SUBDIR = "nvidia/compute/cuda/repos/debian12/x86_64"
+KEYRING_NAME = "cuda-archive-keyring.gpg"
+SOURCES_NAME = "cuda-debian12-x86_64.list"
+KEY_UID = "CUDA stand-in archive signing key (tests only) <cuda-sim@example.invalid>"
+MAINTAINER = "Simulated CUDA vendor <cuda-sim@example.invalid>"
+
+DRIVER_BRANCHES = ["575.57.08", "580.95.05"]
+# (package suffix, toolkit version, nvcc version, nvcc "Built on", nvcc build id, minimum driver of cuda-drivers)
+TOOLKITS = [
+    ("12-8", "12.8.1", "12.8.93", "Fri_Feb_21_20:23:50_PST_2025", "cuda_12.8.r12.8/compiler.35583870_0", "570.124.06"),
+    ("12-9", "12.9.1", "12.9.86", "Tue_May_27_02:21:03_PDT_2025", "cuda_12.9.r12.9/compiler.36037853_0", "575.57.08"),
+    (
+        "13-0",
+        "13.0.2",
+        "13.0.88",
+        "Wed_Aug_20_01:58:59_PM_PDT_2025",
+        "cuda_13.0.r13.0/compiler.36424714_0",
+        "580.95.05",
+    ),
+]
+KEYRING_VERSION = "1.1-1"
+
+SIM_NOTE = "Stand-in package for simulated test nodes: no kernel module, no compiler, no GPU code."
+
+
+def _sh(body):
+    return "#!/bin/sh\n# " + SIM_NOTE + "\n" + body.lstrip("\n")
+
+
+def driver_packages(v):
+    ver = f"{v}-1"
+    branch = v.split(".")[0]
+    doc = {"usr/share/doc/{pkg}/README.sim": SIM_NOTE + "\n"}
+    dkms_conf = f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{v}"\nAUTOINSTALL="yes"\n# stand-in: nothing to build\n'
+    pkgs = [
+        {
+            "Package": "nvidia-kernel-open-dkms",
+            "Version": ver,
+            "Provides": f"nvidia-kernel-dkms-any (= {ver})",
+            "Conflicts": "nvidia-kernel-dkms",
+            "Replaces": "nvidia-kernel-dkms",
+            "Section": "kernel",
+            "Description": "NVIDIA open GPU kernel modules (DKMS source, stand-in)\n"
+            " The open kernel modules; required for Blackwell GPUs.",
+            "files": {
+                f"usr/src/nvidia-{v}/dkms.conf": dkms_conf,
+                "usr/lib/sim-gpu/kernel-module-flavor": "open\n",
+            },
+        },
+        {
+            "Package": "nvidia-kernel-dkms",
+            "Version": ver,
+            "Provides": f"nvidia-kernel-dkms-any (= {ver})",
+            "Conflicts": "nvidia-kernel-open-dkms",
+            "Replaces": "nvidia-kernel-open-dkms",
+            "Section": "kernel",
+            "Description": "NVIDIA proprietary GPU kernel modules (DKMS source, stand-in)\n"
+            " The closed-source kernel modules; they do not support Blackwell GPUs.",
+            "files": {
+                f"usr/src/nvidia-{v}/dkms.conf": dkms_conf,
+                "usr/lib/sim-gpu/kernel-module-flavor": "proprietary\n",
+            },
+        },
+        {
+            "Package": "libcuda1",
+            "Version": ver,
+            "Section": "libs",
+            "Description": "NVIDIA CUDA driver library (stand-in)",
+            "files": dict(doc),
+        },
+        {
+            "Package": "nvidia-smi",
+            "Version": ver,
+            "Section": "utils",
+            "Description": "NVIDIA System Management Interface (stand-in)\n"
+            " Ships no binary: simulated nodes already carry the simulated /usr/bin/nvidia-smi.",
+            "files": dict(doc),
+        },
+        {
+            "Package": "nvidia-driver",
+            "Version": ver,
+            "Depends": f"nvidia-kernel-dkms (= {ver}) | nvidia-kernel-open-dkms (= {ver}), libcuda1 (= {ver}), "
+            f"nvidia-smi (= {ver})",
+            "Section": "non-free/x11",
+            "Description": "NVIDIA driver user space (stand-in)\n"
+            " Writes the installed driver version to /usr/lib/sim-gpu/driver-version for the simulated nvidia-smi.",
+            "files": {"usr/lib/sim-gpu/driver-version": v + "\n"},
+        },
+        {
+            "Package": "nvidia-open",
+            "Version": ver,
+            "Depends": f"nvidia-kernel-open-dkms (= {ver}), nvidia-driver (= {ver})",
+            "Section": "metapackages",
+            "Description": "NVIDIA driver with the open GPU kernel modules (metapackage, stand-in)",
+            "files": dict(doc),
+        },
+        {
+            "Package": "nvidia-persistenced",
+            "Version": ver,
+            "Section": "utils",
+            "Description": "NVIDIA persistence daemon (stand-in)\n"
+            " A harmless long-running stub that creates /run/nvidia-persistenced/socket.",
+            "files": {
+                "usr/bin/nvidia-persistenced": (
+                    _sh(
+                        """
+set -e
+if [ ! -r "${SIM_GPU_DRIVER_FILE:-/usr/lib/sim-gpu/driver-version}" ]; then
+    echo "nvidia-persistenced failed to initialize. Check syslog for more details." >&2
+    exit 1
+fi
+mkdir -p /run/nvidia-persistenced
+: > /run/nvidia-persistenced/socket
+echo "nvidia-persistenced: Started ($$)"
+exec sleep infinity
+"""
+                    ),
+                    0o755,
+                ),
+                "lib/systemd/system/nvidia-persistenced.service": (
+                    "[Unit]\nDescription=NVIDIA Persistence Daemon\nWants=syslog.target\n\n"
+                    "[Service]\nType=simple\nRuntimeDirectory=nvidia-persistenced\n"
+                    "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode "
+                    "--verbose\n\n[Install]\nWantedBy=multi-user.target\n"
+                ),
+            },
+        },
+        {
+            "Package": "nvidia-fabricmanager",
+            "Version": ver,
+            "Section": "utils",
+            "Description": "NVIDIA Fabric Manager for NVSwitch systems (stand-in)\n"
+            " Its version must equal the driver's exactly; the stub refuses to start otherwise.",
+            "files": {
+                "usr/bin/nv-fabricmanager": (
+                    _sh(
+                        f"""
+FM_VERSION="{v}"
+DRIVER=$(cat "${{SIM_GPU_DRIVER_FILE:-/usr/lib/sim-gpu/driver-version}}" 2>/dev/null)
+if [ -z "$DRIVER" ]; then
+    echo "fabric manager: NVIDIA driver is not loaded" >&2
+    exit 1
+fi
+if [ "$DRIVER" != "$FM_VERSION" ]; then
+    echo "fabric manager version $FM_VERSION is not compatible with the NVIDIA driver version $DRIVER" >&2
+    exit 1
+fi
+if ! grep -qs '"nvswitch": *true' "${{SIM_GPU_PROFILE:-/etc/sim-gpu/profile.json}}"; then
+    echo "request to query NVSwitch device information from NVSwitch driver failed with error:" \\
+        "WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]" >&2
+    exit 1
+fi
+echo "Successfully configured all the available NVSwitches to route GPU NVLink traffic."
+exec sleep infinity
+"""
+                    ),
+                    0o755,
+                ),
+                "usr/share/nvidia/nvswitch/fabricmanager.cfg": "# stand-in configuration\nLOG_LEVEL=4\n",
+                "lib/systemd/system/nvidia-fabricmanager.service": (
+                    "[Unit]\nDescription=NVIDIA fabric manager service\n\n"
+                    "[Service]\nType=simple\n"
+                    "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n"
+                    "LimitCORE=infinity\n\n[Install]\nWantedBy=multi-user.target\n"
+                ),
+            },
+        },
+        {
+            "Package": "cuda-drivers",
+            "Version": ver,
+            "Depends": f"nvidia-driver (= {ver}), nvidia-kernel-dkms (= {ver}) | nvidia-kernel-open-dkms (= {ver})",
+            "Section": "metapackages",
+            "Description": "CUDA driver metapackage (stand-in)\n Pulls the driver; roles must not install it.",
+            "files": dict(doc),
+        },
+        {
+            "Package": f"cuda-drivers-{branch}",
+            "Version": ver,
+            "Depends": f"cuda-drivers (= {ver})",
+            "Section": "metapackages",
+            "Description": f"CUDA driver metapackage for the R{branch} branch (stand-in)",
+            "files": dict(doc),
+        },
+    ]
+    return pkgs
+
+
+def toolkit_packages(spec):
+    suffix, version, nvcc_version, built_on, build_id, min_driver = spec
+    mm = suffix.replace("-", ".")
+    ver = f"{version}-1"
+    prio = suffix.replace("-", "")
+    prefix = f"/usr/local/cuda-{mm}"
+    major = mm.split(".")[0]
+    banner = (
+        "nvcc: NVIDIA (R) Cuda compiler driver\n"
+        "Copyright (c) 2005-2025 NVIDIA Corporation\n"
+        f"Built on {built_on}\n"
+        f"Cuda compilation tools, release {mm}, V{nvcc_version}\n"
+        f"Build {build_id}\n"
+    )
+    nvcc = _sh(
+        f"""
+for arg in "$@"; do
+    case "$arg" in
+        --version|-V)
+            cat <<'BANNER'
+{banner}BANNER
+            exit 0 ;;
+    esac
+done
+echo "nvcc fatal   : the stand-in CUDA toolkit cannot compile (simulated node)" >&2
+exit 1
+"""
+    )
+    version_json = json.dumps(
+        {
+            "cuda": {"name": "CUDA SDK", "version": version},
+            "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": nvcc_version.rsplit(".", 1)[0] + ".90"},
+            "cuda_nvcc": {"name": "CUDA NVCC", "version": nvcc_version},
+        },
+        indent=3,
+    )
+    postinst = _sh(
+        f"""
+set -e
+if [ "$1" = configure ]; then
+    update-alternatives --install /usr/local/cuda cuda {prefix} {prio}
+    update-alternatives --install /usr/local/cuda-{major} cuda-{major} {prefix} {prio}
+fi
+"""
+    )
+    prerm = _sh(
+        f"""
+set -e
+if [ "$1" = remove ] || [ "$1" = deconfigure ]; then
+    update-alternatives --remove cuda {prefix}
+    update-alternatives --remove cuda-{major} {prefix}
+fi
+"""
+    )
+    return [
+        {
+            "Package": f"cuda-toolkit-{suffix}",
+            "Version": ver,
+            "Section": "devel",
+            "Description": f"CUDA Toolkit {mm} (stand-in: nvcc --version and version.json only)",
+            "files": {
+                f"{prefix[1:]}/bin/nvcc": (nvcc, 0o755),
+                f"{prefix[1:]}/version.json": version_json + "\n",
+                f"{prefix[1:]}/include/cuda.h": f"/* stand-in */\n#define CUDA_VERSION {major}0{mm.split('.')[1]}0\n",
+            },
+            "scripts": {"postinst": postinst, "prerm": prerm},
+        },
+        {
+            "Package": f"cuda-{suffix}",
+            "Version": ver,
+            "Depends": f"cuda-toolkit-{suffix} (= {ver}), cuda-drivers (>= {min_driver})",
+            "Section": "metapackages",
+            "Description": f"CUDA {mm} toolkit and driver metapackage (stand-in)",
+            "files": {f"usr/share/doc/cuda-{suffix}/README.sim": SIM_NOTE + "\n"},
+        },
+        {
+            "Package": "cuda",
+            "Version": ver,
+            "Depends": f"cuda-{suffix} (>= {version})",
+            "Section": "metapackages",
+            "Description": "CUDA toolkit and driver metapackage (stand-in)\n"
+            " Pulls the driver; roles must not install it.",
+            "files": {"usr/share/doc/cuda/README.sim": SIM_NOTE + "\n"},
+        },
+    ]
+
+
+def keyring_package(keyring: bytes, repo_url: str):
+    return {
+        "Package": "cuda-keyring",
+        "Version": KEYRING_VERSION,
+        "Architecture": "all",
+        "Section": "misc",
+        "Description": "GPG keyring and apt source for the CUDA repository (stand-in, test key)",
+        "files": {
+            f"usr/share/keyrings/{KEYRING_NAME}": keyring,
+            f"etc/apt/sources.list.d/{SOURCES_NAME}": (
+                f"deb [signed-by=/usr/share/keyrings/{KEYRING_NAME}] {repo_url} /\n"
+            ),
+        },
+        "conffiles": [f"/etc/apt/sources.list.d/{SOURCES_NAME}"],
+    }
+
+
+def all_packages(keyring: bytes, repo_url: str):
+    pkgs = []
+    for v in DRIVER_BRANCHES:
+        pkgs += driver_packages(v)
+    for tk in TOOLKITS:
+        pkgs += toolkit_packages(tk)
+    pkgs.append(keyring_package(keyring, repo_url))
+    return pkgs
+
+
+def build_deb(pkg, work: Path, repo: Path):
+    name, ver = pkg["Package"], pkg["Version"]
+    arch = pkg.get("Architecture", "amd64")
+    stage = work / f"{name}_{ver}"
+    reset_dir(stage)
+    size = 0
+    for rel, content in pkg.get("files", {}).items():
+        body, mode = content if isinstance(content, tuple) else (content, 0o644)
+        data = body if isinstance(body, bytes) else body.encode()
+        size += len(data)
+        write(stage / rel.replace("{pkg}", name), data, mode)
+    fields = ["Package", "Version", "Architecture", "Maintainer", "Installed-Size"]
+    fields += ["Depends", "Provides", "Conflicts", "Replaces", "Section", "Priority", "Description"]
+    meta = dict(pkg)
+    meta.update(Architecture=arch, Maintainer=MAINTAINER, Priority="optional")
+    meta["Installed-Size"] = str(max(1, (size + 1023) // 1024))
+    control = "".join(f"{k}: {meta[k]}\n" for k in fields if k in meta)
+    write(stage / "DEBIAN/control", control)
+    for script, body in pkg.get("scripts", {}).items():
+        write(stage / "DEBIAN" / script, body, 0o755)
+    if pkg.get("conffiles"):
+        write(stage / "DEBIAN/conffiles", "".join(c + "\n" for c in pkg["conffiles"]))
+    for d in [stage, *[p for p in stage.rglob("*") if p.is_dir()]]:
+        d.chmod(0o755)
+    clamp_mtimes(stage)
+    deb = repo / f"{name}_{ver}_{arch}.deb"
+    run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", stage, deb])
+    return deb
+
+
+def gpg_env(gnupghome: Path):
+    return {"GNUPGHOME": str(gnupghome)}
+
+
+def ensure_key(gnupghome: Path) -> str:
+    """Create the ed25519 signing key once (no passphrase); return its fingerprint."""
+    gnupghome.mkdir(parents=True, exist_ok=True)
+    gnupghome.chmod(0o700)
+    env = gpg_env(gnupghome)
+    listing = run(["gpg", "--batch", "--with-colons", "--list-secret-keys"], env=env)
+    fprs = [line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")]
+    if fprs:
+        return fprs[0]
+    faked = time.strftime("%Y%m%dT%H%M%S!", time.gmtime(EPOCH))
+    run(
+        [
+            "gpg",
+            "--batch",
+            "--pinentry-mode",
+            "loopback",
+            "--passphrase",
+            "",
+            "--faked-system-time",
+            faked,
+            "--quick-gen-key",
+            KEY_UID,
+            "ed25519",
+            "sign",
+            "never",
+        ],
+        env=env,
+    )
+    return ensure_key(gnupghome)
+
+
+def release_text(repo: Path, files):
+    lines = [
+        "Origin: NVIDIA",
+        "Label: NVIDIA CUDA",
+        "Architectures: amd64 all",
+        f"Date: {formatdate(EPOCH, usegmt=True)}",
+        "Description: stand-in CUDA repository for simulated nodes (test key)",
+    ]
+    for title, algo in (("MD5Sum", "md5"), ("SHA1", "sha1"), ("SHA256", "sha256"), ("SHA512", "sha512")):
+        lines.append(f"{title}:")
+        for f in files:
+            data = (repo / f).read_bytes()
+            lines.append(f" {hashlib.new(algo, data).hexdigest()} {len(data):>16} {f}")
+    return "\n".join(lines) + "\n"
+
+
+def sign(repo: Path, gnupghome: Path, fpr: str):
+    env = gpg_env(gnupghome)
+    faked = time.strftime("%Y%m%dT%H%M%S!", time.gmtime(EPOCH))
+    base = ["gpg", "--batch", "--yes", "--faked-system-time", faked, "--local-user", fpr, "--digest-algo", "SHA512"]
+    run([*base, "--armor", "--detach-sign", "-o", repo / "Release.gpg", repo / "Release"], env=env)
+    run([*base, "--clearsign", "-o", repo / "InRelease", repo / "Release"], env=env)
+
+
+def build(out: Path, repo_url: str, force=False):
+    """Build the signed repository under out/www/REPO_SUBDIR; return a summary dict."""
+    gnupghome = out / "gnupg"
+    repo = out / "www" / REPO_SUBDIR
+    fpr = ensure_key(gnupghome)
+    stamp = Stamp(out, "apt", fingerprint(Path(__file__), repo_url, fpr))
+    summary_file = out / "apt-summary.json"
+    if not force and stamp.fresh(repo / "InRelease", summary_file):
+        return json.loads(summary_file.read_text()) | {"skipped": True}
+    env = gpg_env(gnupghome)
+    keyring_path = out / "keys" / KEYRING_NAME
+    keyring_path.parent.mkdir(parents=True, exist_ok=True)
+    run(["gpg", "--batch", "--yes", "--export", "-o", keyring_path, fpr], env=env)
+    keyring = keyring_path.read_bytes()
+    armored = run(["gpg", "--batch", "--armor", "--export", fpr], env=env)
+    reset_dir(repo)
+    work = out / ".work" / "apt"
+    reset_dir(work)
+    debs = [build_deb(p, work, repo) for p in all_packages(keyring, repo_url)]
+    shutil.rmtree(work)
+    packages = run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=repo)
+    write(repo / "Packages", packages)
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write(packages.encode())
+    write(repo / "Packages.gz", buf.getvalue())
+    write(repo / "Release", release_text(repo, ["Packages", "Packages.gz"]))
+    sign(repo, gnupghome, fpr)
+    short = fpr[-8:].lower()
+    write(repo / f"{short}.pub", armored)
+    write(repo / KEYRING_NAME, keyring)
+    write(out / "keys" / "cuda-archive-key.asc", armored)
+    clamp_mtimes(repo)
+    os.utime(repo, (EPOCH, EPOCH))
+    summary = {
+        "repo_dir": str(repo),
+        "repo_url": repo_url,
+        "key_fingerprint": fpr,
+        "keyring": str(keyring_path),
+        "armored_key": str(out / "keys" / "cuda-archive-key.asc"),
+        "packages": sorted(d.name for d in debs),
+    }
+    write(summary_file, json.dumps(summary, indent=2) + "\n")
+    stamp.done()
+    return summary

@@ -1,0 +1,215 @@
+"""Git repositories served over dumb HTTP: the SGLang stand-in (before/after the SM120 fix) and flash-attention."""
+
+import ast
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from common import HERE, REPO_ROOT, Stamp, clamp_mtimes, fingerprint, reset_dir, run, write
+
+STUBS = HERE / "stubs"
+FIX_FILE = "python/sglang/srt/layers/attention/triton_ops/extend_attention.py"
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "*.egg-info", "build", "dist", ".pytest_cache")
+AUTHOR = ("SGLang stand-in", "sglang-sim@example.invalid")
+SGLANG_COMMITS = [
+    ("2025-01-01T00:00:00+00:00", "Import the SGLang stand-in tree (before the SM120 extend-attention fix)", "v0.5.8"),
+    ("2025-01-02T00:00:00+00:00", "[Fix] add block size logic for sm120 smem size (#14311)", "v0.5.9"),
+]
+FLASH_ATTN_COMMIT = ("2025-01-01T00:00:00+00:00", "Import the flash-attention stand-in tree", "v2.8.3")
+
+_MARK_BEGIN = re.compile(r"#.*sm120[-_ ]fix.*\b(begin|start)\b", re.I)
+_MARK_END = re.compile(r"#.*sm120[-_ ]fix.*\bend\b", re.I)
+_BRANCH = re.compile(r"^(\s*)(if|elif)\s+.*CUDA_CAPABILITY\[0\]\s*==\s*12\b.*:\s*(#.*)?$")
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def strip_sm120_fix(text: str) -> str:
+    """Return the file as it was before the fix.
+
+    Either the lines between `# sm120-fix begin` / `# sm120-fix end` comments are removed, or the
+    `if/elif ... CUDA_CAPABILITY[0] == 12:` branch with its body is removed (a following `elif` becomes `if`).
+    """
+    lines = text.splitlines(keepends=True)
+    begin = next((i for i, line in enumerate(lines) if _MARK_BEGIN.search(line)), None)
+    if begin is not None:
+        end = next(i for i in range(begin, len(lines)) if _MARK_END.search(lines[i]))
+        out = "".join(lines[:begin] + lines[end + 1 :])
+    else:
+        for i, line in enumerate(lines):
+            m = _BRANCH.match(line.rstrip("\r\n"))
+            if not m:
+                continue
+            indent, keyword = m.group(1), m.group(2)
+            j = i + 1
+            while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > len(indent)):
+                j += 1
+            if keyword == "if" and j < len(lines):
+                nxt = lines[j]
+                if nxt.startswith(indent + "elif "):
+                    lines[j] = indent + "if " + nxt[len(indent) + 5 :]
+                elif nxt.startswith(indent + "else"):
+                    raise ValueError("cannot drop an if-branch followed directly by else")
+            out = "".join(lines[:i] + lines[j:])
+            break
+        else:
+            raise ValueError("no SM120 fix found (no 'CUDA_CAPABILITY[0] == 12' branch, no sm120-fix markers)")
+    ast.parse(out)
+    return out
+
+
+_SM90_BRANCH = re.compile(r"^(\s*)if(\s+.*CUDA_CAPABILITY\[0\]\s*>=\s*9\b.*:\s*(#.*)?)$")
+SM120_BLOCK = """\
+{i}if _is_cuda and CUDA_CAPABILITY[0] == 12:
+{i}    # sm120 workstation Blackwell (RTX PRO 6000) has ~100 KB shared memory per block (PR #14311)
+{i}    if Lq <= 128:
+{i}        BLOCK_M, BLOCK_N = (64, 128)
+{i}    elif Lq <= 256:
+{i}        BLOCK_M, BLOCK_N = (64, 64)
+{i}    else:
+{i}        BLOCK_M, BLOCK_N = (32, 32)
+"""
+
+
+def has_sm120_fix(text: str) -> bool:
+    return any(_BRANCH.match(line) for line in text.splitlines()) or bool(_MARK_BEGIN.search(text))
+
+
+def add_sm120_fix(text: str) -> str:
+    """Return the file with the fix: an `if ... CUDA_CAPABILITY[0] == 12:` branch before the SM90+ branch."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        m = _SM90_BRANCH.match(line.rstrip("\r\n"))
+        if m:
+            indent = m.group(1)
+            lines[i] = f"{indent}elif{m.group(2)}\n"
+            out = "".join(lines[:i]) + SM120_BLOCK.format(i=indent) + "".join(lines[i:])
+            ast.parse(out)
+            return out
+    raise ValueError("cannot add the SM120 fix: no 'if ... CUDA_CAPABILITY[0] >= 9:' branch found")
+
+
+def _git(args, cwd, date=None):
+    env = {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_AUTHOR_NAME": AUTHOR[0],
+        "GIT_AUTHOR_EMAIL": AUTHOR[1],
+        "GIT_COMMITTER_NAME": AUTHOR[0],
+        "GIT_COMMITTER_EMAIL": AUTHOR[1],
+    }
+    if date:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    return run(["git", *args], cwd=cwd, env=env).strip()
+
+
+def _commit(work: Path, date: str, message: str, tag: str):
+    clamp_mtimes(work)
+    _git(["add", "-A", "."], work)
+    _git(["-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", message], work, date)
+    _git(["tag", tag], work, date)
+    return _git(["rev-parse", "HEAD"], work)
+
+
+def _publish(work: Path, dest: Path):
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _git(["clone", "-q", "--bare", "--no-local", str(work), str(dest)], work.parent)
+    _git(["repack", "-a", "-d", "-q"], dest)
+    _git(["update-server-info"], dest)
+    write(dest / "description", f"{dest.name} (stand-in, llmops.sglang simulated mirror)\n")
+
+
+def _add_simbuild(tree: Path):
+    shutil.copytree(STUBS / "simbuild", tree / "_simbuild", ignore=IGNORE, dirs_exist_ok=True)
+
+
+def build_sglang(sglang_src: Path, work_root: Path, dest: Path):
+    work = work_root / "sglang"
+    reset_dir(work)
+    _git(["init", "-q", "-b", "main"], work)
+    shutil.copytree(sglang_src, work, ignore=IGNORE, dirs_exist_ok=True)
+    kernel = work / "sgl-kernel"
+    overlay = not (kernel / "pyproject.toml").exists()
+    if overlay:
+        # Add the stand-in build to the tree's sgl-kernel without replacing files the SGLang stand-in already has.
+        for src in sorted((STUBS / "sgl-kernel").rglob("*")):
+            dst = kernel / src.relative_to(STUBS / "sgl-kernel")
+            if src.is_file() and "__pycache__" not in src.parts and not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
+        _add_simbuild(kernel)
+    fix = work / FIX_FILE
+    if not fix.exists():
+        found = sorted(work.rglob("extend_attention.py"))
+        if not found:
+            raise FileNotFoundError(f"{sglang_src}: no {FIX_FILE}")
+        fix = found[0]
+    text = fix.read_text()
+    if has_sm120_fix(text):
+        before, after, derived = strip_sm120_fix(text), text, "before (fix stripped from the source tree's file)"
+    else:
+        before, after, derived = text, add_sm120_fix(text), "after (fix added to the source tree's file)"
+    fix.write_text(before)
+    shas = []
+    (date, msg, tag) = SGLANG_COMMITS[0]
+    shas.append(_commit(work, date, msg, tag))
+    fix.write_text(after)
+    (date, msg, tag) = SGLANG_COMMITS[1]
+    shas.append(_commit(work, date, msg, tag))
+    _publish(work, dest)
+    return {
+        "url_path": f"/git/{dest.relative_to(dest.parents[1]).as_posix()}",
+        "commits": shas,
+        "tags": {c[2]: s for c, s in zip(SGLANG_COMMITS, shas, strict=True)},
+        "fix_file": str(fix.relative_to(work)),
+        "derived": derived,
+        "sgl_kernel_overlay": overlay,
+    }
+
+
+def build_flash_attention(work_root: Path, dest: Path):
+    work = work_root / "flash-attention"
+    reset_dir(work)
+    _git(["init", "-q", "-b", "main"], work)
+    shutil.copytree(STUBS / "flash-attention", work, ignore=IGNORE, dirs_exist_ok=True)
+    _add_simbuild(work)
+    date, msg, tag = FLASH_ATTN_COMMIT
+    sha = _commit(work, date, msg, tag)
+    _publish(work, dest)
+    return {"url_path": f"/git/{dest.relative_to(dest.parents[1]).as_posix()}", "commits": [sha], "tags": {tag: sha}}
+
+
+def build(out: Path, sglang_src: Path | None = None, force=False):
+    sglang_src = Path(sglang_src) if sglang_src else REPO_ROOT / "sim" / "sglang"
+    git_root = out / "www" / "git"
+    stamp = Stamp(
+        out,
+        "git",
+        fingerprint(Path(__file__), STUBS / "simbuild", STUBS / "flash-attention", STUBS / "sgl-kernel", sglang_src),
+    )
+    summary_file = out / "git-summary.json"
+    if not force and stamp.fresh(summary_file):
+        return json.loads(summary_file.read_text()) | {"skipped": True}
+    work_root = out / ".work" / "git"
+    reset_dir(work_root)
+    summary = {"root": str(git_root)}
+    summary["flash-attention"] = build_flash_attention(work_root, git_root / "Dao-AILab" / "flash-attention.git")
+    if sglang_src.is_dir():
+        try:
+            summary["sglang"] = build_sglang(sglang_src, work_root, git_root / "sgl-project" / "sglang.git")
+        except (FileNotFoundError, ValueError) as e:
+            summary["sglang"] = {"skipped": str(e)}
+    else:
+        summary["sglang"] = {"skipped": f"no SGLang stand-in tree at {sglang_src}"}
+    if "skipped" in summary["sglang"]:
+        print(f"warning: sglang repository not built: {summary['sglang']['skipped']}", file=sys.stderr)
+    shutil.rmtree(work_root)
+    write(summary_file, json.dumps(summary, indent=2) + "\n")
+    stamp.done()
+    return summary

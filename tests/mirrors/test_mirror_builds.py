@@ -1,0 +1,134 @@
+"""The stand-in CUDA extension builds (flash-attn, sgl-kernel): recorded knobs, OOM kill, arch-specific import."""
+
+import json
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from _mirror_util import ROOT, clean_env
+
+PROFILES = ROOT / "sim" / "gpu" / "profiles"
+STUBS = ROOT / "sim" / "mirrors" / "stubs"
+
+
+@pytest.fixture(scope="module")
+def cuda_home(built, tmp_path_factory):
+    d = tmp_path_factory.mktemp("cuda")
+    deb = built["out"] / "www/nvidia/compute/cuda/repos/debian12/x86_64/cuda-toolkit-12-8_12.8.1-1_amd64.deb"
+    subprocess.run(["dpkg-deb", "-x", deb, d], check=True)
+    return d / "usr/local/cuda-12.8"
+
+
+def source(tmp_path, name):
+    src = tmp_path / name
+    shutil.copytree(STUBS / name, src)
+    shutil.copytree(STUBS / "simbuild", src / "_simbuild")
+    return src
+
+
+def pip_install(python, src, cuda_home, isolation=False, **env):
+    cmd = [python, "-m", "pip", "install", "-v", "--no-index"]
+    if not isolation:
+        cmd.append("--no-build-isolation")
+    env = clean_env(CUDA_HOME=str(cuda_home), SIM_BUILD_TIME_SCALE="0", **env)
+    return subprocess.run([*cmd, str(src)], capture_output=True, text=True, env=env, check=False, timeout=120)
+
+
+def import_on(python, module, profile):
+    env = clean_env(SIM_GPU_PROFILE=str(PROFILES / f"{profile}.json"))
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, text=True, env=env, check=False)
+
+
+def build_info(python, module):
+    code = f"import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('{module}').origin).parent)"
+    pkg = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True, env=clean_env()).stdout
+    return json.loads((Path(pkg.strip()) / "_build_info.json").read_text())
+
+
+def test_flash_attn_build_records_knobs_and_is_arch_specific(torch_venv, cuda_home, tmp_path):
+    py = torch_venv["python"]
+    proc = pip_install(
+        py,
+        source(tmp_path, "flash-attention"),
+        cuda_home,
+        MAX_JOBS="2",
+        NVCC_THREADS="2",
+        FLASH_ATTN_CUDA_ARCHS="80;90",
+        SIM_BUILD_RAM_MIB="65536",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    info = build_info(py, "flash_attn")
+    assert info["env"]["MAX_JOBS"] == "2" and info["env"]["NVCC_THREADS"] == "2"
+    assert (info["jobs"], info["nvcc_threads"], info["archs"]) == (2, 2, ["80", "90"])
+    assert (info["cuda"], info["torch_cuda"], info["peak_mib"]) == ("12.8", "12.8", 2 * 2 * 2048)
+    assert import_on(py, "flash_attn", "h100-80gb-x8").returncode == 0
+    bad = import_on(py, "flash_attn", "rtx-pro-6000-x8")
+    assert bad.returncode != 0 and "ImportError" in bad.stderr
+    assert "no kernel image is available for execution on the device" in bad.stderr
+
+
+def test_flash_attn_build_killed_when_over_ram(torch_venv, cuda_home, tmp_path):
+    src = source(tmp_path, "flash-attention")
+    env = clean_env(
+        CUDA_HOME=str(cuda_home), SIM_BUILD_TIME_SCALE="0", MAX_JOBS="4", NVCC_THREADS="4", SIM_BUILD_RAM_MIB="8192"
+    )
+    code = "import sys; sys.path.insert(0, '_simbuild'); import sim_build_backend as b; b.build_wheel('.')"
+    proc = subprocess.run(
+        [torch_venv["python"], "-c", code], cwd=src, capture_output=True, text=True, env=env, check=False
+    )
+    assert proc.returncode == 137 and "Killed" in proc.stderr
+    via_pip = pip_install(
+        torch_venv["python"], src, cuda_home, MAX_JOBS="4", NVCC_THREADS="4", SIM_BUILD_RAM_MIB="8192"
+    )
+    assert via_pip.returncode != 0 and "Killed" in via_pip.stdout + via_pip.stderr
+
+
+def test_build_needs_torch_so_build_isolation_fails(torch_venv, cuda_home, tmp_path):
+    proc = pip_install(torch_venv["python"], source(tmp_path, "flash-attention"), cuda_home, isolation=True)
+    assert proc.returncode != 0 and "No module named 'torch'" in proc.stdout + proc.stderr
+
+
+def test_sgl_kernel_build_reads_cmake_knobs(torch_venv, cuda_home, tmp_path):
+    py = torch_venv["python"]
+    proc = pip_install(
+        py,
+        source(tmp_path, "sgl-kernel"),
+        cuda_home,
+        CMAKE_BUILD_PARALLEL_LEVEL="2",
+        CMAKE_ARGS="-DSGL_KERNEL_COMPILE_THREADS=1",
+        TORCH_CUDA_ARCH_LIST="12.0",
+        SIM_BUILD_RAM_MIB="4096",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    info = build_info(py, "sgl_kernel")
+    assert (info["jobs"], info["nvcc_threads"], info["archs"]) == (2, 1, ["120"])
+    assert import_on(py, "sgl_kernel", "rtx-pro-6000-x8").returncode == 0
+    assert "no kernel image" in import_on(py, "sgl_kernel", "h100-80gb-x8").stderr
+
+
+def test_sgl_kernel_default_threads_oom_on_small_host(torch_venv, cuda_home, tmp_path):
+    proc = pip_install(
+        torch_venv["python"], source(tmp_path, "sgl-kernel"), cuda_home, MAX_JOBS="2", SIM_BUILD_RAM_MIB="24000"
+    )
+    assert proc.returncode != 0 and "Killed" in proc.stdout + proc.stderr  # 2 jobs x 32 threads x 1 GiB
+
+
+def test_time_scales_with_work(torch_venv, cuda_home, tmp_path):
+    py = torch_venv["python"]
+    src = source(tmp_path, "flash-attention")
+    env = clean_env(
+        CUDA_HOME=str(cuda_home),
+        SIM_BUILD_TIME_SCALE="0.0005",
+        MAX_JOBS="4",
+        NVCC_THREADS="1",
+        FLASH_ATTN_CUDA_ARCHS="80",
+        SIM_BUILD_RAM_MIB="65536",
+    )
+    code = "import sys; sys.path.insert(0, '_simbuild'); import sim_build_backend as b; b.build_wheel('.')"
+    subprocess.run([py, "-c", code], cwd=src, capture_output=True, text=True, env=env, check=True)
+    whl = next(src.glob("*.whl"))
+    info = json.loads(zipfile.ZipFile(whl).read("flash_attn/_build_info.json"))
+    assert info["nominal_seconds"] == 1 * 72 * 60 / 4
+    assert info["elapsed_seconds"] >= info["nominal_seconds"] * 0.0005 * 0.9

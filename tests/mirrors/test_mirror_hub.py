@@ -1,0 +1,181 @@
+"""The Hugging Face hub stand-in, driven by the real huggingface_hub client in a subprocess."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+from _mirror_util import clean_env, control, http
+
+REPO = "sim-org/GLM-5-NVFP4"
+GATED = "sim-org/Meta-Llama-3-8B-Instruct"
+BIG = "sim-org/big-shard"
+BIG_FILE = "model.safetensors"
+DROP_AT = 11_000_000  # after huggingface_hub has written its first 10 MiB chunk
+
+SCRIPT = """
+import json, sys
+from huggingface_hub import snapshot_download
+kw = json.loads(sys.argv[1])
+try:
+    path = snapshot_download(**kw)
+    print(json.dumps({"ok": path}))
+except Exception as e:
+    print(json.dumps({"error": type(e).__name__, "message": str(e)[:500]}))
+"""
+
+
+def download(endpoint, tmp_path, **kw):
+    env = clean_env(
+        HF_ENDPOINT=endpoint,
+        HF_HUB_DISABLE_XET="1",
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )
+    kw.setdefault("revision", "main")
+    kw.setdefault("local_dir", str(tmp_path / "model"))
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, json.dumps(kw)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def repo_meta(built, repo_id):
+    return json.loads((built["out"] / "hub" / repo_id / "repo.json").read_text())
+
+
+def assert_files_match(built, repo_id, local_dir, ref="main"):
+    meta = repo_meta(built, repo_id)
+    files = meta["commits"][meta["refs"][ref]]["files"]
+    assert files
+    for f in files:
+        data = (local_dir / f["path"]).read_bytes()
+        assert len(data) == f["size"]
+        if "lfs" in f:
+            assert hashlib.sha256(data).hexdigest() == f["lfs"]["oid"]
+        else:
+            assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == f["oid"]
+
+
+def requests(server, **match):
+    return [r for r in control(server, "requests") if all(r.get(k) == v for k, v in match.items())]
+
+
+@pytest.mark.parametrize("endpoint", ["hf", "hf_root"])
+def test_snapshot_download_gets_every_file(built, server, tmp_path, endpoint):
+    control(server, "requests", "DELETE")
+    result = download(server[endpoint], tmp_path, repo_id=REPO)
+    assert "ok" in result, result
+    assert_files_match(built, REPO, tmp_path / "model")
+    assert len(repo_meta(built, REPO)["commits"][repo_meta(built, REPO)["refs"]["main"]]["files"]) > 3
+    trees = [r for r in control(server, "requests") if "/tree/" in r["path"]]
+    assert len(trees) >= 3 and any("cursor=" in r["query"] for r in trees)  # paginated via Link: rel="next"
+
+
+def test_older_revision_by_tag(built, server, tmp_path):
+    result = download(server["hf"], tmp_path, repo_id=REPO, revision="v1.0")
+    assert "ok" in result, result
+    assert_files_match(built, REPO, tmp_path / "model", ref="v1.0")
+    readme = tmp_path / "model" / "README.md"
+    assert not readme.exists() or "Revision 2" not in readme.read_text()
+
+
+def test_resolve_headers_and_range(built, server):
+    meta = repo_meta(built, REPO)
+    sha = meta["refs"]["main"]
+    entry = next(f for f in meta["commits"][sha]["files"] if f["path"].endswith(".safetensors"))
+    url = f"{server['hf']}/{REPO}/resolve/main/{entry['path']}"
+    status, headers, _ = http(url, "HEAD")
+    assert status == 200
+    assert headers["X-Repo-Commit"] == sha
+    assert headers["ETag"] == f'"{entry["lfs"]["oid"]}"'
+    assert headers["Content-Length"] == str(entry["size"]) and headers["Accept-Ranges"] == "bytes"
+    assert "X-Xet-Hash" not in headers
+    status, headers, body = http(url, headers={"Range": "bytes=100-"})
+    assert status == 206 and headers["Content-Range"] == f"bytes 100-{entry['size'] - 1}/{entry['size']}"
+    assert len(body) == entry["size"] - 100
+    status, headers, _ = http(f"{server['hf']}/{REPO}/resolve/main/config.json", "HEAD")
+    cfg = next(f for f in meta["commits"][sha]["files"] if f["path"] == "config.json")
+    assert headers["ETag"] == f'"{cfg["oid"]}"'
+
+
+def test_dropped_connection_is_resumed_with_range(built, server, tmp_path):
+    control(server, "requests", "DELETE")
+    control(server, "faults", "POST", {"match": f"*/{BIG_FILE}", "action": "drop", "at_offset": DROP_AT, "times": 1})
+    try:
+        result = download(server["hf"], tmp_path, repo_id=BIG)
+    finally:
+        control(server, "faults", "DELETE")
+    assert "ok" in result, result
+    assert_files_match(built, BIG, tmp_path / "model")
+    gets = [r for r in requests(server, method="GET") if r["path"].endswith(BIG_FILE)]
+    assert gets[0]["range"] is None and gets[0]["bytes"] == DROP_AT and gets[0]["fault"]["action"] == "drop"
+    resumed_at = int(gets[1]["range"].removeprefix("bytes=").rstrip("-"))
+    assert 0 < resumed_at <= DROP_AT and gets[1]["status"] == 206
+    assert gets[1]["bytes"] == 12 * 1024 * 1024 - resumed_at
+
+
+def test_download_that_keeps_failing_errors_then_a_new_call_succeeds(built, server, tmp_path):
+    control(server, "requests", "DELETE")
+    control(server, "faults", "POST", {"match": f"*/{BIG_FILE}", "action": "drop", "at_offset": DROP_AT})
+    try:
+        first = download(server["hf"], tmp_path, repo_id=BIG)
+    finally:
+        control(server, "faults", "DELETE")
+    assert "error" in first, first
+    tries = [r for r in requests(server, method="GET") if r["path"].endswith(BIG_FILE)]
+    assert len(tries) > 2 and all(r["range"] and r["status"] == 206 for r in tries[1:])
+    control(server, "requests", "DELETE")
+    second = download(server["hf"], tmp_path, repo_id=BIG)
+    assert "ok" in second, second
+    assert_files_match(built, BIG, tmp_path / "model")
+    # huggingface_hub 2.x keeps no partial file between calls: the new call fetches the file from byte 0.
+    again = [r for r in requests(server, method="GET") if r["path"].endswith(BIG_FILE)]
+    assert [r["range"] for r in again] == [None]
+
+
+def test_gated_repo_needs_a_token(built, server, tmp_path):
+    denied = download(server["hf"], tmp_path, repo_id=GATED)
+    assert denied["error"] == "GatedRepoError", denied
+    status, headers, _ = http(f"{server['hf']}/{GATED}/resolve/main/config.json", "HEAD")
+    assert status == 401 and headers["X-Error-Code"] == "GatedRepo"
+    wrong = download(server["hf"], tmp_path, repo_id=GATED, token="hf_wrong")
+    assert "error" in wrong
+    ok = download(server["hf"], tmp_path, repo_id=GATED, token="hf_test_token")
+    assert "ok" in ok, ok
+    assert_files_match(built, GATED, tmp_path / "model")
+
+
+def test_status_and_slow_faults(server):
+    path = "/nvidia/compute/cuda/repos/debian12/x86_64/Packages"
+    control(
+        server,
+        "faults",
+        "POST",
+        [
+            {"match": path, "action": "status", "status": 503, "times": 2},
+            {"match": path, "action": "slow", "bytes_per_sec": 40000, "times": 1},
+        ],
+    )
+    try:
+        assert http(server["base"] + path)[0] == 503
+        assert http(server["base"] + path)[0] == 503
+        import time
+
+        t0 = time.monotonic()
+        status, _, body = http(server["base"] + path)
+        elapsed = time.monotonic() - t0
+    finally:
+        control(server, "faults", "DELETE")
+    assert status == 200 and elapsed >= len(body) / 40000 * 0.8
+    t0 = time.monotonic()
+    assert http(server["base"] + path)[0] == 200
+    assert time.monotonic() - t0 < 0.3
