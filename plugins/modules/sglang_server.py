@@ -1,0 +1,762 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_server
+short_description: Start or restart an SGLang server and wait until its own start-up log proves it ready
+version_added: "0.1.0"
+description:
+  - Starts or restarts the systemd unit that runs SGLang (or, given only O(log_path), launches nothing and waits
+    on that log from its current end), then follows SGLang's start-up log until the required milestones are reached
+    on every expected rank - KV cache allocated, CUDA-graph capture ended (skipped when graphs are disabled), the
+    C(The server is fired up and ready to roll!) line - and, when O(health_url) is given, an HTTP GET returns 200.
+  - Never matches output from before this launch. With O(log_source=file) the log file's inode and size are taken
+    before the (re)start and only bytes written after that offset are read; rotation (inode change) and truncation
+    are detected. With O(log_source=journal) only journal entries of the new unit invocation
+    (C(_SYSTEMD_INVOCATION_ID)) are read.
+  - Fails fast with the outcome (for example V(oom_cuda_graph), V(oom_kv_pool), V(oom_weights),
+    V(sm120_shared_memory), V(port_in_use), V(nccl_error), V(crash), V(stalled)), a diagnosis computed from the
+    log's own numbers, a machine-readable suggestion and the last 30 log lines, as soon as a failure signature
+    appears, the unit dies, no line arrives for O(stall_timeout) seconds, or O(timeout) passes.
+  - With O(wait_budget) one call waits at most that long and returns RV(done=false) with a RV(resume) token, so the
+    task can run under C(until)/C(retries) and show progress between attempts (see EXAMPLES).
+  - The log grammar lives in the collection's C(sglang_log) module_utils, shared with the C(sglang_progress)
+    callback and C(bin/sglang-doctor).
+author:
+  - llmops.sglang contributors
+options:
+  name:
+    description:
+      - The systemd unit that runs SGLang, for example C(sglang.service).
+      - Required unless O(log_path) is given (log-only mode) or O(resume) is given.
+    type: str
+  state:
+    description:
+      - V(started) starts the unit when it is not active. When it is already active nothing is launched; with
+        O(log_source=journal) the current invocation's log is checked from its start, with O(log_source=file) the
+        O(health_url) decides (a file offers no way to tell this process's lines from an older one's).
+      - V(restarted) always restarts the unit and waits for the new process.
+    type: str
+    choices: [started, restarted]
+    default: started
+  log_source:
+    description:
+      - Where SGLang's output is read. V(file) follows O(log_path) (the unit writes there, for example with
+        C(StandardOutput=append:/var/log/sglang.log)). V(journal) reads C(journalctl _SYSTEMD_INVOCATION_ID=<id>).
+      - Defaults to V(file) when O(log_path) is set, else V(journal).
+    type: str
+    choices: [file, journal]
+  log_path:
+    description:
+      - The log file SGLang writes. Without O(name) the module launches nothing and waits on this file from its
+        current end (or from O(log_offset)).
+    type: path
+  log_offset:
+    description:
+      - Log-only mode - byte offset to start reading at instead of the current end. V(0) reads the whole file.
+    type: int
+  expected_ranks:
+    description:
+      - Number of scheduler ranks whose KV allocation and graph capture must be seen. Default from the logged
+        C(server_args) (tp_size x pp_size x dp_size (without DP attention) / nnodes).
+    type: int
+  wait_for:
+    description:
+      - The last milestone required. Earlier milestones are required on every expected rank.
+    type: str
+    choices: [kv_allocated, cuda_graph_captured, http_up, ready]
+    default: ready
+  health_url:
+    description:
+      - URL that must answer 200 once the log milestones are reached, for example C(http://127.0.0.1:30000/health)
+        (SGLang 0.5.1+ answers 503 until warm-up passed). Without it the log decides.
+    type: str
+  api_key:
+    description:
+      - Sent as C(Authorization Bearer) to O(health_url). SGLang lets C(/health) through without a key.
+    type: str
+  validate_certs:
+    description: Validate TLS certificates of O(health_url).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds since the launch after which the wait fails (total, across O(resume) calls).
+    type: int
+    default: 1800
+  stall_timeout:
+    description:
+      - Fail when no new log line arrives for this many seconds (V(0) disables). Weight loading from slow disks
+        prints little; keep this above the longest quiet phase.
+    type: int
+    default: 600
+  wait_budget:
+    description:
+      - Seconds this call may wait before returning RV(done=false) with a RV(resume) token (V(0) waits until done).
+    type: float
+    default: 0
+  resume:
+    description:
+      - Token from a previous call's RV(resume). Continues waiting on the same launch without launching again.
+    type: str
+  poll_interval:
+    description: Seconds between cheap incremental reads of the log.
+    type: float
+    default: 0.2
+notes:
+  - Check mode reports what would be launched and waits for nothing.
+  - Milestone times are seconds since the launch (read from the log's own timestamps when a resumed call re-reads
+    lines written earlier).
+  - O(timeout) and O(stall_timeout) count from the launch recorded in the token, so retries do not extend them.
+seealso:
+  - name: SGLang readiness (docs/readiness.md)
+    description: Log grammar, failure classes and the arithmetic behind the suggestions.
+    link: https://github.com/sgl-project/sglang
+attributes:
+  check_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Restart SGLang and wait until it is ready and /health answers 200
+  llmops.sglang.sglang_server:
+    name: sglang.service
+    state: restarted
+    log_path: /var/log/sglang/server.log
+    health_url: http://127.0.0.1:30000/health
+    timeout: 2400
+    stall_timeout: 900
+
+# Progress between attempts: launch once, then wait in slices. The until loop re-runs the second task with the
+# same arguments; the resume token pins the launch (offset/inode or invocation), so no attempt can match an older
+# run's lines, and the sglang_progress callback prints phase, capture progress and KV tokens on each retry.
+- name: Restart SGLang without waiting
+  llmops.sglang.sglang_server:
+    name: sglang.service
+    state: restarted
+    log_source: journal
+    wait_budget: 0.1
+  register: sglang_launch
+
+- name: Wait for SGLang in 30-second slices
+  llmops.sglang.sglang_server:
+    resume: "{{ sglang_launch.resume }}"
+    wait_budget: 30
+    timeout: 2400
+  register: sglang_wait
+  until: sglang_wait.done
+  retries: 80
+  delay: 0
+  when: not sglang_launch.done
+
+- name: Wait on a log that something else launches (no unit), from its current end
+  llmops.sglang.sglang_server:
+    log_path: /tmp/sglang.log
+    wait_for: kv_allocated
+    expected_ranks: 8
+    timeout: 900
+"""
+
+RETURN = r"""
+done:
+  description: True when the wait ended (ready or failed); false when O(wait_budget) ran out first.
+  returned: always
+  type: bool
+outcome:
+  description:
+    - One of V(ready), V(oom_cuda_graph), V(oom_kv_pool), V(oom_weights), V(sm120_shared_memory), V(port_in_use),
+      V(nccl_error), V(crash), V(stalled), V(incomplete) (still starting, or timed out).
+  returned: always
+  type: str
+  sample: ready
+phase:
+  description: Last milestone reached (started, weights_loading, weights_loaded, kv_allocated, memory_pool_ready,
+    cuda_graph_capturing, cuda_graph_captured, http_up, ready).
+  returned: always
+  type: str
+  sample: cuda_graph_capturing
+launched:
+  description: Whether this call started or restarted the unit.
+  returned: always
+  type: bool
+resume:
+  description: Token for O(resume) that continues waiting on this launch.
+  returned: always
+  type: str
+elapsed:
+  description: Seconds since the launch.
+  returned: always
+  type: float
+milestones:
+  description: Seconds since the launch at which each milestone was first seen.
+  returned: always
+  type: dict
+  sample: {"weights_loading": 13.1, "weights_loaded": 375.2, "kv_allocated": 376.0, "ready": 485.4}
+ranks:
+  description: Per rank label as printed (V('') when the log has none), figures in GiB (SGLang prints "GB").
+  returned: always
+  type: dict
+  sample: {"TP0": {"weights_gb": 61.0, "avail_after_weights_gb": 33.2, "kv_tokens": 425664, "k_size_gb": null,
+           "v_size_gb": null, "kv_size_gb": 24.37, "avail_after_pool_gb": 8.61, "cuda_graph_seconds": 41.37,
+           "cuda_graph_mem_gb": 3.12, "avail_after_graph_gb": 5.46}}
+totals:
+  description: Min/max across ranks (pre-load free memory, KV tokens, free memory after pool and graphs...).
+  returned: always
+  type: dict
+max_total_num_tokens:
+  description: Rank 0's max_total_num_tokens, null until printed.
+  returned: always
+  type: int
+format:
+  description: SGLang version window inferred from the log's line formats, for example C(0.5.9-0.5.10) or C(0.5.14+).
+  returned: always
+  type: str
+server_args:
+  description: Resolved values read from the C(server_args=ServerArgs(...)) line.
+  returned: always
+  type: dict
+capture_progress:
+  description: Latest CUDA-graph capture step (bs, index, total) while capturing.
+  returned: when the log showed capture progress
+  type: dict
+diagnosis:
+  description: One sentence explaining the state, with the log's own numbers.
+  returned: always
+  type: str
+suggestion:
+  description: Machine-readable fix, for example C({"action" lower_mem_fraction_static, "value" 0.90}).
+  returned: on failure
+  type: dict
+log_tail:
+  description: The last 30 log lines of this launch.
+  returned: on failure
+  type: list
+  elements: str
+unit:
+  description: systemd state of the unit (ActiveState, SubState, MainPID, ExecMainStatus, InvocationID).
+  returned: when O(name) is set
+  type: dict
+health:
+  description: Last HTTP status of O(health_url).
+  returned: when O(health_url) is set
+  type: int
+"""
+
+import base64
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import (
+    LogFollower,
+    StartupLog,
+    is_stalled,
+)
+
+UNIT_CHECK_INTERVAL = 1.0
+HEALTH_INTERVAL = 1.0
+TAIL_LINES = 30
+_WAIT_MILESTONES = ("kv_allocated", "cuda_graph_captured", "http_up", "ready")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Resume token
+# ---------------------------------------------------------------------------------------------------------------
+def encode_token(data):
+    raw = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return "sgl1." + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_token(token):
+    if not token or not token.startswith("sgl1."):
+        raise ValueError("not a sglang_server resume token")
+    body = token[5:]
+    body += "=" * (-len(body) % 4)
+    data = json.loads(base64.urlsafe_b64decode(body.encode("ascii")).decode("utf-8"))
+    if not isinstance(data, dict) or "launch" not in data or data.get("source") not in ("file", "journal"):
+        raise ValueError("incomplete resume token")
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Log sources
+# ---------------------------------------------------------------------------------------------------------------
+class JournalSource:
+    """Entries of one unit invocation, streamed by ``journalctl --follow -o json _SYSTEMD_INVOCATION_ID=<id>``."""
+
+    def __init__(self, journalctl, invocation_id, popen=None):
+        import subprocess
+
+        self._popen = popen or subprocess.Popen
+        cmd = [
+            journalctl,
+            "--no-pager",
+            "--follow",
+            "--lines=all",
+            "--output=json",
+            "_SYSTEMD_INVOCATION_ID=" + invocation_id,
+        ]
+        self._proc = self._popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ, LANG="C", LC_ALL="C")
+        )
+        os.set_blocking(self._proc.stdout.fileno(), False)
+        self._buf = b""
+        self.cursor = None
+
+    def read(self):
+        chunks = []
+        while True:
+            try:
+                b = os.read(self._proc.stdout.fileno(), 1 << 20)
+            except BlockingIOError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        if not chunks:
+            return b""
+        data = self._buf + b"".join(chunks)
+        lines = data.split(b"\n")
+        self._buf = lines.pop()
+        out = []
+        for raw in lines:
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            msg = entry.get("MESSAGE")
+            if isinstance(msg, list):  # non-UTF-8 payloads come as byte arrays
+                msg = bytes(x & 0xFF for x in msg).decode("utf-8", "replace")
+            if msg is None:
+                continue
+            self.cursor = entry.get("__CURSOR", self.cursor)
+            out.append(msg.encode("utf-8") + b"\n")
+        return b"".join(out)
+
+    def close(self):
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=2)
+            except Exception:
+                self._proc.kill()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# systemd
+# ---------------------------------------------------------------------------------------------------------------
+UNIT_PROPS = ("ActiveState", "SubState", "MainPID", "ExecMainStatus", "InvocationID")
+
+
+def unit_status(run_command, systemctl, name):
+    rc, out, err = run_command([systemctl, "show", name, "-p", ",".join(UNIT_PROPS)], environ_update={"LANG": "C"})
+    if rc != 0:
+        return {"error": (err or out).strip()}
+    status = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key in UNIT_PROPS:
+            status[key] = value
+    return status
+
+
+def unit_dead(status, invocation_id):
+    """Why the unit no longer runs this launch, or None while it does."""
+    if not status or "error" in status:
+        return None
+    state = status.get("ActiveState")
+    if invocation_id and status.get("InvocationID") and status["InvocationID"] != invocation_id:
+        return "the unit was restarted by systemd (new invocation %s)" % status["InvocationID"]
+    if state in ("failed", "inactive", "deactivating"):
+        return "the unit is %s/%s (main process exit status %s)" % (
+            state,
+            status.get("SubState"),
+            status.get("ExecMainStatus"),
+        )
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The wait
+# ---------------------------------------------------------------------------------------------------------------
+def milestones_met(log, wait_for, expected_ranks):
+    n = expected_ranks or log.expected_ranks() or 1
+    order = _WAIT_MILESTONES[: _WAIT_MILESTONES.index(wait_for) + 1]
+    return all(log.milestone_met(m, n) for m in order)
+
+
+def check_health(url, api_key=None, validate_certs=True, timeout=3.0, opener=None):
+    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
+    if opener is None:
+        from ansible.module_utils.urls import open_url as opener  # heavy import (ssl, http): only when needed
+    try:
+        resp = opener(url, headers=headers, method="GET", timeout=timeout, validate_certs=validate_certs)
+        return resp.getcode() if hasattr(resp, "getcode") else resp.status
+    except Exception as exc:  # any failure means "not healthy yet"
+        code = getattr(exc, "code", None)
+        return code if isinstance(code, int) else None
+
+
+def wait_for_startup(
+    source,
+    launch_time,
+    *,
+    wait_for="ready",
+    expected_ranks=None,
+    timeout=1800.0,
+    stall_timeout=600.0,
+    wait_budget=0.0,
+    poll_interval=0.2,
+    health=None,
+    unit_check=None,
+    catch_up=False,
+    last_line_time=None,
+    clock=time.time,
+    sleep=time.sleep,
+):
+    """Follow ``source`` (``read() -> bytes``) until the required milestones, a failure, a stall, the timeout or the
+    call's wait budget. ``health()`` returns an HTTP status (or None); ``unit_check()`` returns a reason string when
+    the process died. Returns ``(log, status)`` where status is one of ready, failed, died, stalled, timeout, budget.
+    """
+    log = StartupLog(tail_lines=TAIL_LINES, clock=clock)
+    start = clock()
+    last = last_line_time if last_line_time is not None else start
+    budget_end = start + wait_budget if wait_budget and wait_budget > 0 else None
+    next_unit = start
+    next_health = start
+    log.health = None
+    log.death = None
+    catching_up = catch_up
+    while True:
+        data = source.read()
+        now = clock()
+        if data:
+            log.feed(data, now=None if catching_up else now)
+            last = now
+        # a resumed call re-reads this launch's earlier lines: their times come from the log's timestamps
+        catching_up = catching_up and len(data) >= getattr(source, "max_read", 1 << 62)
+        if log.failure and log.is_terminal(now):
+            return log, "failed"
+        if milestones_met(log, wait_for, expected_ranks):
+            if health is None:
+                return log, "ready"
+            if now >= next_health:
+                log.health = health()
+                next_health = now + HEALTH_INTERVAL
+                if log.health == 200:
+                    return log, "ready"
+        if unit_check is not None and now >= next_unit:
+            next_unit = now + UNIT_CHECK_INTERVAL
+            reason = unit_check()
+            if reason:
+                sleep(min(0.3, poll_interval))  # let the last lines reach the file or the journal
+                log.feed(source.read(), now=clock())
+                log.finish(now=clock())
+                log.death = reason
+                return log, "failed" if log.failure else "died"
+        if is_stalled(last, now, stall_timeout):
+            log.mark_stalled(now - last)
+            return log, "stalled"
+        if now - launch_time >= timeout:
+            return log, "timeout"
+        if budget_end is not None and now >= budget_end:
+            return log, "budget"
+        sleep(poll_interval)
+
+
+def build_result(log, status, launch_time, clock=time.time):
+    res = log.result()
+    base = res["milestones"]
+    out = {
+        "done": status != "budget",
+        "outcome": res["outcome"],
+        "phase": res["phase"],
+        "elapsed": round(clock() - launch_time, 2),
+        "milestones": {k: round(max(0.0, v["t"] - launch_time), 2) for k, v in base.items()},
+        "ranks": res["ranks"],
+        "totals": res["totals"],
+        "max_total_num_tokens": res["max_total_num_tokens"],
+        "format": res["format"],
+        "server_args": res["server_args"],
+        "diagnosis": res["diagnosis"],
+        "suggestion": res["suggestion"],
+    }
+    if res["capture_progress"]:
+        out["capture_progress"] = res["capture_progress"]
+    if getattr(log, "health", None) is not None:
+        out["health"] = log.health
+    if status == "died" and not log.failure:
+        out["outcome"] = "crash"
+        out["diagnosis"] = "SGLang exited during %s: %s. %s" % (res["phase"] or "start-up", log.death, res["diagnosis"])
+        out["suggestion"] = {"action": "read_log", "last_error": log.last_error}
+    if status in ("failed", "died", "stalled", "timeout"):
+        out["log_tail"] = list(log.tail)
+    return out
+
+
+def _file_launch_point(path):
+    try:
+        st = os.stat(path)
+        return st.st_ino, st.st_size
+    except OSError:
+        return None, 0
+
+
+def run_module():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str"),
+            state=dict(type="str", default="started", choices=["started", "restarted"]),
+            log_source=dict(type="str", choices=["file", "journal"]),
+            log_path=dict(type="path"),
+            log_offset=dict(type="int"),
+            expected_ranks=dict(type="int"),
+            wait_for=dict(type="str", default="ready", choices=list(_WAIT_MILESTONES)),
+            health_url=dict(type="str"),
+            api_key=dict(type="str", no_log=True),
+            validate_certs=dict(type="bool", default=True),
+            timeout=dict(type="int", default=1800),
+            stall_timeout=dict(type="int", default=600),
+            wait_budget=dict(type="float", default=0),
+            resume=dict(type="str"),
+            poll_interval=dict(type="float", default=0.2),
+        ),
+        required_one_of=[("name", "log_path", "resume")],
+        required_if=[("log_source", "file", ("log_path",)), ("log_source", "journal", ("name", "resume"), True)],
+        mutually_exclusive=[("resume", "log_offset")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["log_offset"] is not None and p["name"]:
+        module.fail_json(msg="log_offset applies to log-only mode (log_path without name); found name=%s" % p["name"])
+    if p["poll_interval"] <= 0 or p["timeout"] <= 0:
+        module.fail_json(
+            msg="expected poll_interval > 0 and timeout > 0; found %s and %s" % (p["poll_interval"], p["timeout"])
+        )
+    systemctl = module.get_bin_path("systemctl", required=bool(p["name"]) and not p["resume"])
+    result = {"changed": False, "launched": False}
+    launched = False
+
+    if p["resume"]:
+        try:
+            token = decode_token(p["resume"])
+        except ValueError as exc:
+            module.fail_json(msg="expected a resume token returned by sglang_server; found something else (%s)" % exc)
+        unit = token.get("unit")
+        if unit:
+            systemctl = module.get_bin_path("systemctl", required=True)
+    else:
+        unit = p["name"]
+        source_kind = p["log_source"] or ("file" if p["log_path"] else "journal")
+        token = {"source": source_kind, "unit": unit, "path": p["log_path"]}
+        if unit:
+            before = unit_status(module.run_command, systemctl, unit)
+            if "error" in before:
+                module.fail_json(
+                    msg="expected systemd unit %s to exist; systemctl show failed: %s" % (unit, before["error"])
+                )
+            active = before.get("ActiveState") in ("active", "activating", "reloading")
+            do_launch = p["state"] == "restarted" or not active
+            result["unit"] = before
+            if module.check_mode:
+                verb = ("re" if p["state"] == "restarted" else "") + "start"
+                module.exit_json(
+                    changed=do_launch,
+                    launched=False,
+                    done=True,
+                    outcome="incomplete",
+                    phase=None,
+                    msg=("would %s %s and wait for %s" % (verb, unit, p["wait_for"]))
+                    if do_launch
+                    else "%s is active; would check it without launching" % unit,
+                    unit=before,
+                )
+            inode, offset = _file_launch_point(p["log_path"]) if source_kind == "file" else (None, 0)
+            if do_launch:
+                launch_time = time.time()
+                verb = "restart" if p["state"] == "restarted" else "start"
+                rc, out, err = module.run_command([systemctl, verb, unit], environ_update={"LANG": "C"})
+                if rc != 0:
+                    module.fail_json(
+                        msg="expected `systemctl %s %s` to succeed; it returned %d: %s. Check `systemctl status %s` "
+                        "and `journalctl -u %s`." % (verb, unit, rc, (err or out).strip(), unit, unit),
+                        rc=rc,
+                        unit=before,
+                    )
+                launched = True
+                result["changed"] = True
+                after = unit_status(module.run_command, systemctl, unit)
+                invocation = after.get("InvocationID") or ""
+                deadline = time.time() + 5
+                while invocation in ("", before.get("InvocationID")) and time.time() < deadline:
+                    time.sleep(0.1)
+                    after = unit_status(module.run_command, systemctl, unit)
+                    invocation = after.get("InvocationID") or ""
+                result["unit"] = after
+            else:
+                invocation = before.get("InvocationID") or ""
+                launch_time = time.time()
+                if source_kind == "file" and not p["health_url"]:
+                    module.fail_json(
+                        msg="%s is already active and state=started: the log file cannot tell this process's lines "
+                        "from "
+                        "an older run's. Expected health_url, log_source=journal, or state=restarted." % unit,
+                        unit=before,
+                    )
+            if source_kind == "journal" and not invocation:
+                module.fail_json(
+                    msg="expected an InvocationID for %s after the start; found none (systemd < 232?). "
+                    "Use log_source=file." % unit,
+                    unit=result.get("unit"),
+                )
+            token.update(invocation=invocation, inode=inode, offset=offset, launch=launch_time)
+            if not launched and source_kind == "file":
+                token["health_only"] = True
+        else:
+            if module.check_mode:
+                module.exit_json(
+                    changed=False,
+                    launched=False,
+                    done=True,
+                    outcome="incomplete",
+                    phase=None,
+                    msg="log-only mode: would wait on %s" % p["log_path"],
+                )
+            inode, size = _file_launch_point(p["log_path"])
+            offset = size if p["log_offset"] is None else p["log_offset"]
+            token.update(inode=inode, offset=offset, launch=time.time())
+
+    result["launched"] = launched
+    result["resume"] = encode_token(token)
+    launch_time = token["launch"]
+
+    # ---- sources and probes ----
+    catch_up = bool(p["resume"]) or (token["source"] == "journal" and not launched)
+    last_line_time = None
+    if token.get("health_only"):
+        source = _NullSource()
+    elif token["source"] == "file":
+        source = LogFollower(token["path"], offset=token.get("offset"), inode=token.get("inode"))
+        if p["resume"]:
+            try:
+                last_line_time = os.stat(token["path"]).st_mtime
+            except OSError:
+                last_line_time = None
+    else:
+        journalctl = module.get_bin_path("journalctl", required=True)
+        source = JournalSource(journalctl, token["invocation"])
+    health = None
+    if p["health_url"]:
+        url, key, vc = p["health_url"], p["api_key"], p["validate_certs"]
+
+        def health():
+            return check_health(url, key, vc)
+
+    unit_check = None
+    if token.get("unit") and systemctl:
+        unit_name, invocation = token["unit"], token.get("invocation")
+
+        def unit_check():
+            status = unit_status(module.run_command, systemctl, unit_name)
+            result["unit"] = status
+            return unit_dead(status, invocation)
+
+    wait_for = "http_up" if token.get("health_only") else p["wait_for"]
+    try:
+        if token.get("health_only"):
+            log, status = _wait_health_only(health, launch_time, p, unit_check)
+        else:
+            log, status = wait_for_startup(
+                source,
+                launch_time,
+                wait_for=wait_for,
+                expected_ranks=p["expected_ranks"],
+                timeout=p["timeout"],
+                stall_timeout=p["stall_timeout"],
+                wait_budget=p["wait_budget"],
+                poll_interval=p["poll_interval"],
+                health=health,
+                unit_check=unit_check,
+                catch_up=catch_up,
+                last_line_time=last_line_time,
+            )
+    finally:
+        source.close()
+    result.update(build_result(log, status, launch_time))
+    if status == "ready":
+        n = p["expected_ranks"] or log.expected_ranks()
+        seen = len(log.ranks_with("kv_allocated"))
+        if n and seen and seen < n:
+            module.warn("SGLang is ready but KV allocation was logged for %d of %d expected ranks" % (seen, n))
+        result["msg"] = "SGLang reached %s after %.1f s" % (wait_for, result["elapsed"])
+        module.exit_json(**result)
+    if status == "budget":
+        result["msg"] = "still starting: phase %s after %.1f s" % (result["phase"], result["elapsed"])
+        module.exit_json(**result)
+    what = {
+        "failed": "a failure signature in the log",
+        "died": "the unit stopped",
+        "stalled": "no new log line for %d s" % p["stall_timeout"],
+        "timeout": "no %s within %d s" % (wait_for, p["timeout"]),
+    }[status]
+    if status == "timeout" and token.get("health_only") is None and result["outcome"] == "incomplete":
+        result["diagnosis"] = "Timed out after %d s in phase %s. %s" % (
+            p["timeout"],
+            result["phase"],
+            result["diagnosis"],
+        )
+    result["msg"] = "SGLang did not reach %s: found %s (outcome %s, phase %s). %s" % (
+        wait_for,
+        what,
+        result["outcome"],
+        result["phase"],
+        result["diagnosis"],
+    )
+    module.fail_json(**result)
+
+
+class _NullSource:
+    def read(self):
+        return b""
+
+    def close(self):
+        pass
+
+
+def _wait_health_only(health, launch_time, p, unit_check):
+    """Already-running unit with a file log: only the health URL can prove readiness."""
+    log = StartupLog()
+    log.health = None
+    log.death = None
+    start = time.time()
+    while True:
+        log.health = health()
+        if log.health == 200:
+            log.ready = True
+            log.phase = "ready"
+            return log, "ready"
+        reason = unit_check() if unit_check else None
+        if reason:
+            log.death = reason
+            return log, "died"
+        now = time.time()
+        if now - start >= p["timeout"]:
+            return log, "timeout"
+        if p["wait_budget"] and now - start >= p["wait_budget"]:
+            return log, "budget"
+        time.sleep(HEALTH_INTERVAL)
+
+
+def main():
+    run_module()
+
+
+if __name__ == "__main__":
+    main()
