@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export SIM_CACHE ?= /var/cache/llmops-sim
 export SIM_STATE ?= /run/llmops-sim
 
-HOST_PKGS := debootstrap systemd-container tinyproxy openssh-client dpkg-dev apt-utils gnupg iproute2
+HOST_PKGS := debootstrap systemd-container tinyproxy openssh-client dpkg-dev apt-utils gnupg iproute2 git
 SCENARIOS ?= $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml))
 
 docs: venv
