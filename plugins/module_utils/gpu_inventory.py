@@ -128,3 +128,60 @@ def summarize(gpus: list[dict]) -> dict:
         "names": sorted({g["name"] for g in gpus}),
         "homogeneous": len({(g["name"], g["memory_total_mib"]) for g in gpus}) == 1,
     }
+
+
+# NVIDIA PCI device ids of data-centre and workstation GPUs this collection is used with, for hosts whose driver
+# is not installed yet (nvidia-smi cannot answer, but the compatibility gate must know the architecture).
+NVIDIA_VENDOR_ID = "0x10de"
+PCI_DISPLAY_CLASSES = ("0x0300", "0x0302")  # VGA-compatible and 3D controllers
+PCI_DEVICE_TABLE = {
+    "0x20b0": ("NVIDIA A100-SXM4-40GB", "8.0"),
+    "0x20b2": ("NVIDIA A100-SXM4-80GB", "8.0"),
+    "0x20b5": ("NVIDIA A100 80GB PCIe", "8.0"),
+    "0x20f1": ("NVIDIA A100-PCIE-40GB", "8.0"),
+    "0x2684": ("NVIDIA GeForce RTX 4090", "8.9"),
+    "0x26b5": ("NVIDIA L40", "8.9"),
+    "0x26b9": ("NVIDIA L40S", "8.9"),
+    "0x2330": ("NVIDIA H100 80GB HBM3", "9.0"),
+    "0x2331": ("NVIDIA H100 PCIe", "9.0"),
+    "0x2335": ("NVIDIA H200", "9.0"),
+    "0x2901": ("NVIDIA B200", "10.0"),
+    "0x2b85": ("NVIDIA GeForce RTX 5090", "12.0"),
+    "0x2bb1": ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0"),
+    "0x2bb5": ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0"),
+}
+
+
+def read_pci_gpus(root: str) -> list[dict]:
+    """NVIDIA display/3D devices under a sysfs PCI devices directory (vendor, device and class files)."""
+    import os
+
+    gpus = []
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return gpus
+
+    def read(dev, name):
+        try:
+            with open(os.path.join(root, dev, name)) as f:
+                return f.read().strip().lower()
+        except OSError:
+            return ""
+
+    for dev in entries:
+        if read(dev, "vendor") != NVIDIA_VENDOR_ID or not read(dev, "class").startswith(PCI_DISPLAY_CLASSES):
+            continue
+        device_id = read(dev, "device")
+        name, cap = PCI_DEVICE_TABLE.get(device_id, (None, None))
+        gpus.append(
+            {
+                "pci_bus_id": dev,
+                "device_id": device_id,
+                "name": name,
+                "compute_capability": cap,
+                "sm": sm_string(cap) if cap else None,
+                "architecture": ARCH_FAMILY.get(cap, "unknown") if cap else "unknown",
+            }
+        )
+    return gpus

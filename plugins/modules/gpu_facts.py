@@ -28,6 +28,12 @@ options:
       - Seconds to wait for nvidia-smi before giving up (a hung driver makes nvidia-smi block).
     type: int
     default: 30
+  pci_root:
+    description:
+      - The sysfs directory of PCI devices. NVIDIA GPUs found there are reported in RV(pci_gpus) even when no
+        driver is installed, so the architecture is known before the driver stage (compatibility gate).
+    type: path
+    default: /sys/bus/pci/devices
   fail_on_error:
     description:
       - Fail the task when nvidia-smi exists but answers with an error that is not a known driver state.
@@ -128,6 +134,22 @@ nvidia_smi_output:
   description: nvidia-smi's own output when it failed.
   returned: when gpu_state is not present
   type: str
+pci_gpus:
+  description:
+    - NVIDIA GPUs on the PCI bus, read from sysfs without the driver. C(name), C(compute_capability) and C(sm)
+      are null for device ids the module does not know.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{pci_bus_id: "0000:01:00.0", device_id: "0x2bb1", name: NVIDIA RTX PRO 6000 Blackwell Workstation Edition,
+            compute_capability: "12.0", sm: sm_120, architecture: Blackwell}]
+arch_source:
+  description:
+    - Where RV(sm_list) came from, C(nvidia-smi) when the driver answered, C(pci) when only the PCI bus could be
+      read, C(none) when neither knows an NVIDIA GPU.
+  returned: always
+  type: str
+  sample: nvidia-smi
 ansible_facts:
   description: The same facts under C(llmops_gpu).
   returned: always
@@ -143,6 +165,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.gpu_inventory import
     GpuQueryError,
     classify_failure,
     parse_query_csv,
+    read_pci_gpus,
     summarize,
 )
 
@@ -194,7 +217,12 @@ def gather(module):
 
 def describe(result):
     if result["gpu_state"] != "present":
-        return STATE_MESSAGES.get(result["gpu_state"], "nvidia-smi failed: " + result.get("nvidia_smi_output", ""))
+        text = STATE_MESSAGES.get(result["gpu_state"], "nvidia-smi failed: " + result.get("nvidia_smi_output", ""))
+        if result["pci_gpus"]:
+            names = sorted({g["name"] or f"unknown NVIDIA device {g['device_id']}" for g in result["pci_gpus"]})
+            text += f" On the PCI bus: {len(result['pci_gpus'])} x {', '.join(names)}"
+            text += f" ({', '.join(result['sm_list'])})." if result["sm_list"] else "."
+        return text
     groups = {}
     for gpu in result["gpus"]:
         groups.setdefault((gpu["name"], gpu["sm"], gpu["memory_total_mib"]), 0)
@@ -208,6 +236,7 @@ def main():
         argument_spec={
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "timeout": {"type": "int", "default": 30},
+            "pci_root": {"type": "path", "default": "/sys/bus/pci/devices"},
             "fail_on_error": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
@@ -217,6 +246,14 @@ def main():
     result = gather(module)
     result.update(summarize(result["gpus"]))
     result["gpu_count"] = result.pop("count")
+    result["pci_gpus"] = read_pci_gpus(module.params["pci_root"])
+    result["arch_source"] = "nvidia-smi" if result["gpus"] else "none"
+    known = sorted({g["sm"] for g in result["pci_gpus"] if g["sm"]}, key=lambda s: int(s[3:]))
+    if not result["gpus"] and known:
+        # The driver is not there yet, but the bus says what the GPUs are: enough for the compatibility gate.
+        result["sm_list"] = known
+        result["arch_list"] = [s[3:] for s in known]
+        result["arch_source"] = "pci"
     result["message"] = describe(result)
     facts = {k: v for k, v in result.items() if k != "nvidia_smi_output"}
     module.exit_json(changed=False, ansible_facts={"llmops_gpu": facts}, **result)

@@ -163,3 +163,53 @@ def test_module_rejects_a_bad_timeout_before_running_anything(tmp_path):
     rc, res = run_module(tmp_path, {"nvidia_smi": "/bin/false", "timeout": 0}, {})
     assert rc == 1
     assert "timeout must be at least 1" in res["msg"]
+
+
+def make_pci(root, devices):
+    for bus, vendor, device, cls in devices:
+        d = root / bus
+        d.mkdir(parents=True)
+        (d / "vendor").write_text(vendor + "\n")
+        (d / "device").write_text(device + "\n")
+        (d / "class").write_text(cls + "\n")
+
+
+def test_pci_bus_names_blackwell_gpus_without_a_driver(tmp_path):
+    pci = tmp_path / "pci"
+    make_pci(
+        pci,
+        [
+            ("0000:00:00.0", "0x8086", "0x0d57", "0x060000"),  # host bridge
+            ("0000:01:00.0", "0x10de", "0x2bb1", "0x030200"),
+            ("0000:02:00.0", "0x10de", "0x2bb1", "0x030000"),
+            ("0000:03:00.0", "0x10de", "0x22e8", "0x040300"),  # the GPU's audio function
+        ],
+    )
+    rc, res = run_module(tmp_path, {"nvidia_smi": str(tmp_path / "absent"), "pci_root": str(pci)}, {})
+    assert rc == 0, res
+    assert res["gpu_state"] == "no_driver"
+    assert [g["pci_bus_id"] for g in res["pci_gpus"]] == ["0000:01:00.0", "0000:02:00.0"]
+    assert res["sm_list"] == ["sm_120"]
+    assert res["arch_source"] == "pci"
+    assert "2 x NVIDIA RTX PRO 6000 Blackwell Workstation Edition (sm_120)" in res["message"]
+
+
+def test_unknown_pci_device_is_listed_without_an_architecture(tmp_path):
+    pci = tmp_path / "pci"
+    make_pci(pci, [("0000:01:00.0", "0x10de", "0x9999", "0x030200")])
+    rc, res = run_module(tmp_path, {"nvidia_smi": str(tmp_path / "absent"), "pci_root": str(pci)}, {})
+    assert rc == 0, res
+    assert res["pci_gpus"][0]["sm"] is None
+    assert res["sm_list"] == []
+    assert res["arch_source"] == "none"
+    assert "unknown NVIDIA device 0x9999" in res["message"]
+
+
+def test_nvidia_smi_wins_over_the_pci_bus(tmp_path, driver_files):
+    pci = tmp_path / "pci"
+    make_pci(pci, [("0000:01:00.0", "0x10de", "0x2330", "0x030200")])
+    env = {"SIM_GPU_PROFILE": str(ROOT / "sim/gpu/profiles/rtx-pro-6000-x8.json"), **driver_files}
+    rc, res = run_module(tmp_path, {"nvidia_smi": str(FAKE_SMI), "pci_root": str(pci)}, env)
+    assert rc == 0, res
+    assert res["arch_source"] == "nvidia-smi"
+    assert res["sm_list"] == ["sm_120"]
