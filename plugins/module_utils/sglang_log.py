@@ -1267,6 +1267,13 @@ class LogFollower:
         """(inode, offset) to resume from."""
         return self.inode, self.offset
 
+    def last_write_time(self):
+        """mtime of the file being read (when its last byte was written), None when it is not open."""
+        try:
+            return os.fstat(self._fd).st_mtime if self._fd is not None else None
+        except OSError:
+            return None
+
     def close(self):
         if self._fd is not None:
             os.close(self._fd)

@@ -30,7 +30,7 @@ description:
   - The log grammar lives in the collection's C(sglang_log) module_utils, shared with the C(sglang_progress)
     callback and C(bin/sglang-doctor).
 author:
-  - llmops.sglang contributors
+  - llmops.sglang developers (@llmops)
 options:
   name:
     description:
@@ -120,6 +120,7 @@ seealso:
     link: https://github.com/sgl-project/sglang
 attributes:
   check_mode:
+    description: Reports what would be started or restarted and waited for, without starting anything.
     support: full
 """
 
@@ -309,6 +310,7 @@ class JournalSource:
         os.set_blocking(self._proc.stdout.fileno(), False)
         self._buf = b""
         self.cursor = None
+        self.last_time = None  # __REALTIME_TIMESTAMP of the last entry read (epoch seconds)
 
     def read(self):
         chunks = []
@@ -337,6 +339,10 @@ class JournalSource:
             if msg is None:
                 continue
             self.cursor = entry.get("__CURSOR", self.cursor)
+            try:
+                self.last_time = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+            except (KeyError, TypeError, ValueError):
+                pass
             out.append(msg.encode("utf-8") + b"\n")
         return b"".join(out)
 
@@ -437,11 +443,20 @@ def wait_for_startup(
     while True:
         data = source.read()
         now = clock()
+        written = None
         if data:
             log.feed(data, now=None if catching_up else now)
-            last = now
-        # a resumed call re-reads this launch's earlier lines: their times come from the log's timestamps
-        catching_up = catching_up and len(data) >= getattr(source, "max_read", 1 << 62)
+            # the stall clock runs from when the newest line was written, not from when this call read it: a
+            # resumed call re-reads the launch's earlier lines, which must not restart it on every retry
+            written = _last_write_time(source)
+            last = now if written is None else min(now, written)
+        # a resumed call re-reads this launch's earlier lines: their times come from the log's timestamps. That
+        # backlog may arrive in several reads (a full buffer) and, from journalctl, only after a first empty read.
+        catching_up = catching_up and (
+            (not data and not log.lines)
+            or len(data) >= getattr(source, "max_read", 1 << 62)
+            or (written is not None and written < start)
+        )
         if log.failure and log.is_terminal(now):
             return log, "failed"
         if milestones_met(log, wait_for, expected_ranks):
@@ -469,6 +484,15 @@ def wait_for_startup(
         if budget_end is not None and now >= budget_end:
             return log, "budget"
         sleep(poll_interval)
+
+
+def _last_write_time(source):
+    """When the source's newest returned line was written (epoch seconds), or None when it cannot tell."""
+    getter = getattr(source, "last_write_time", None)
+    if callable(getter):
+        return getter()
+    value = getattr(source, "last_time", None)
+    return value if isinstance(value, (int, float)) else None
 
 
 def build_result(log, status, launch_time, clock=time.time):

@@ -1,0 +1,315 @@
+"""Helpers for the node-level integration tests (shared by conftest.py and the test modules)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM_NODE = ROOT / "sim" / "node"
+SIM_SGLANG = ROOT / "sim" / "sglang"
+MAKE_MODEL = ROOT / "sim" / "models" / "make_model.py"
+SM120_PATCH = SIM_SGLANG / "patches" / "0001-sm120-extend-attention-block-size.patch"
+CALLBACKS = Path(__file__).resolve().parent / "callback_plugins"
+VENV_BIN = ROOT / ".venv" / "bin"
+
+NODE_NAME = os.environ.get("IT_NODE_NAME", "it1")
+NODE_IP = os.environ.get("IT_NODE_IP", "10.213.0.31")
+UNIT = "sglang.service"
+LOG = "/var/log/sglang/server.log"
+MODEL = "/opt/models/glm5"
+SRC_FIXED = "/opt/sglang-src"
+SRC_NOFIX = "/opt/sglang-src-nofix"
+PORT = 30000
+TIME_SCALE = "0.2"
+BASE_ARGS = ["--model-path", MODEL, "--tp", "8", "--mem-fraction-static", "0.88", "--host", "0.0.0.0"]
+
+BASE_UNIT = f"""[Unit]
+Description=SGLang server (llmops.sglang integration test, stand-in)
+After=network-online.target
+
+[Service]
+Type=simple
+Environment=PYTHONPATH={SRC_FIXED}
+Environment=SGLANG_SIM_TIME_SCALE={TIME_SCALE}
+Environment=SGLANG_LOG_MS=1
+Environment=PYTHONUNBUFFERED=1
+ExecStart=/usr/bin/python3 -m sglang.launch_server {" ".join(BASE_ARGS)} --port {PORT}
+StandardOutput=append:{LOG}
+StandardError=inherit
+Restart=no
+TimeoutStopSec=10
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+# Rows of the (case, outcome, seconds from event to failure) table printed at the end of the session.
+FIGURES: list[tuple[str, str, str, str, str]] = []
+
+
+def skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "node tests need root (network namespaces, mounts, systemd-nspawn)"
+    if shutil.which("systemd-nspawn") is None:
+        return "node tests need systemd-nspawn (apt-get install systemd-container)"
+    if not re.fullmatch(r"it[a-z0-9-]{0,10}", NODE_NAME):
+        return f"IT_NODE_NAME={NODE_NAME!r}: integration nodes must be named it*"
+    if not re.fullmatch(r"10\.213\.0\.3[1-9]", NODE_IP):
+        return f"IT_NODE_IP={NODE_IP!r}: integration nodes use 10.213.0.31-39"
+    return None
+
+
+def sim_node(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+class Node:
+    """A booted simulated node: ssh helpers and the sglang.service set-up."""
+
+    def __init__(self, name: str, ip: str, key: str, control_dir: Path):
+        self.name, self.ip, self.key = name, ip, key
+        self.ssh_base = [
+            "ssh",
+            "-i",
+            key,
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            "ConnectTimeout=5",
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={control_dir}/%C",
+            "-o",
+            "ControlPersist=120",
+            f"root@{ip}",
+        ]
+        self.control_dir = control_dir
+        self.tz_offset = 0.0
+
+    # -- ssh ------------------------------------------------------------------------------------------------------
+    def run(self, cmd: str, *, check: bool = True, timeout: float = 60, input: bytes | None = None):
+        p = subprocess.run(
+            [*self.ssh_base, cmd],
+            check=False,
+            capture_output=True,
+            timeout=timeout,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+        if check and p.returncode != 0:
+            raise AssertionError(
+                f"on {self.name}: `{cmd}` exited {p.returncode}: {p.stderr.decode(errors='replace').strip()}"
+            )
+        return p
+
+    def sh(self, cmd: str, **kw) -> str:
+        return self.run(cmd, **kw).stdout.decode(errors="replace")
+
+    def put_tree(self, src: Path, dst: str) -> None:
+        tar = subprocess.run(
+            ["tar", "-C", str(src), "--exclude=__pycache__", "-cf", "-", "."], capture_output=True, check=True
+        )
+        self.run(f"rm -rf {dst} && mkdir -p {dst} && tar -C {dst} -xf -", input=tar.stdout)
+
+    def put_file(self, path: str, text: str) -> None:
+        self.run(f"mkdir -p {shlex.quote(os.path.dirname(path))} && cat > {shlex.quote(path)}", input=text.encode())
+
+    def close(self) -> None:
+        """Stop the ssh ControlMaster processes of this session: ours and ansible's (ControlPersist=60s)."""
+        for sock in sorted(p for p in self.control_dir.rglob("*") if p.is_socket()):
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={sock}", "-O", "exit", f"root@{self.ip}"],
+                check=False,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                timeout=10,
+            )
+
+    # -- the unit -------------------------------------------------------------------------------------------------
+    def configure(
+        self,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        *,
+        src: str = SRC_FIXED,
+        port: int = PORT,
+        service: list[str] | None = None,
+    ) -> None:
+        """Stop the unit and write the case drop-in: ExecStart with ``args`` (default BASE_ARGS), extra Environment."""
+        full = [*(args if args is not None else BASE_ARGS), "--port", str(port)]
+        lines = ["[Service]", f"Environment=PYTHONPATH={src}"]
+        # SGLANG_SIM_FAULT set (even empty) overrides any fault file on the node
+        merged = {"SGLANG_SIM_FAULT": "", **(env or {})}
+        lines += [f'Environment="{k}={v}"' for k, v in merged.items()]
+        lines += service or []  # further [Service] settings, e.g. StandardOutput=journal
+        lines += ["ExecStart=", "ExecStart=/usr/bin/python3 -m sglang.launch_server " + " ".join(full)]
+        self.put_file(f"/etc/systemd/system/{UNIT}.d/10-case.conf", "\n".join(lines) + "\n")
+        self.run(f"systemctl stop {UNIT}; systemctl reset-failed {UNIT} 2>/dev/null; systemctl daemon-reload")
+
+    def log_size(self) -> int:
+        return int(self.sh(f"stat -c %s {LOG} 2>/dev/null || echo 0").strip() or 0)
+
+    def log_since(self, offset: int) -> str:
+        return self.sh(f"tail -c +{offset + 1} {LOG} 2>/dev/null || true")
+
+    def unit_state(self) -> dict[str, str]:
+        out = self.sh(f"systemctl show {UNIT} -p ActiveState,SubState,ExecMainStatus,MainPID", check=False)
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    def epoch_of(self, stamp: str) -> float:
+        """Epoch seconds of a log timestamp 'YYYY-mm-dd HH:MM:SS[.mmm]' written in the node's local time."""
+        fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in stamp else "%Y-%m-%d %H:%M:%S"
+        naive = dt.datetime.strptime(stamp, fmt)
+        return naive.replace(tzinfo=dt.timezone(dt.timedelta(seconds=self.tz_offset))).timestamp()
+
+
+# -- log timestamps -----------------------------------------------------------------------------------------------
+_STAMP_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)(?: [A-Z][A-Z_]*\d+)*\]")
+
+
+def stamped_lines(node: Node, text: str) -> list[tuple[float | None, str]]:
+    """(epoch of the line's own timestamp, or of the last stamped line before it for tracebacks; line)."""
+    out, last = [], None
+    for line in re.split(r"[\r\n]", text):
+        if not line.strip():
+            continue
+        m = _STAMP_RE.search(line)
+        if m:
+            last = node.epoch_of(m.group(1))
+        out.append((last, line))
+    return out
+
+
+def event_time(node: Node, text: str, pattern: str) -> tuple[float, str]:
+    """Time of the first line matching ``pattern`` (from the log's millisecond timestamps)."""
+    rx = re.compile(pattern)
+    for t, line in stamped_lines(node, text):
+        if rx.search(line) and t is not None:
+            return t, line
+    raise AssertionError(f"no line matching {pattern!r} in this launch's log:\n{text[-3000:]}")
+
+
+def last_line_time(node: Node, text: str) -> float:
+    times = [t for t, _ in stamped_lines(node, text) if t is not None]
+    assert times, "no timestamped line in this launch's log"
+    return times[-1]
+
+
+def decode_resume(token: str) -> dict:
+    assert token.startswith("sgl1."), token
+    body = token[5:] + "=" * (-len(token[5:]) % 4)
+    return json.loads(base64.urlsafe_b64decode(body))
+
+
+# -- running the module -------------------------------------------------------------------------------------------
+@dataclass
+class ModuleRun:
+    result: dict  # the task result (module return values + the callback's _it_* times)
+    stdout: str
+    stderr: str
+    rc: int
+    t0: float  # controller time.time() before / after ansible-playbook
+    t1: float
+
+    @property
+    def launch(self) -> float:
+        return decode_resume(self.result["resume"])["launch"]
+
+    @property
+    def offset(self) -> int:
+        return int(decode_resume(self.result["resume"]).get("offset") or 0)
+
+    @property
+    def decided(self) -> float:
+        """When the module ended its wait (epoch): launch time + the elapsed seconds it reported."""
+        return self.launch + self.result["elapsed"]
+
+
+def run_sglang_server(node: Node, tmp_path: Path, params: dict, *, timeout: float = 120) -> ModuleRun:
+    """Run llmops.sglang.sglang_server against ``node`` through ansible-playbook; returns the parsed task result."""
+    return run_playbook(node, tmp_path, [{"name": "sglang_server", "llmops.sglang.sglang_server": params}], timeout)
+
+
+def run_playbook(node: Node, tmp_path: Path, tasks: list[dict], timeout: float = 120) -> ModuleRun:
+    """Run ``tasks`` on ``node``; returns the result of the last task that produced one for the node."""
+    inv = tmp_path / "inventory.ini"
+    inv.write_text(
+        "[sim]\n"
+        f"{node.name} ansible_host={node.ip} ansible_user=root ansible_ssh_private_key_file={node.key} "
+        "ansible_python_interpreter=/usr/bin/python3\n"
+    )
+    play = [
+        {
+            "name": "sglang_server integration",
+            "hosts": "sim",
+            "gather_facts": False,
+            "tasks": tasks,
+        }
+    ]
+    pb = tmp_path / "playbook.yml"
+    pb.write_text(json.dumps(play, indent=2))  # JSON is YAML
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS),
+        ANSIBLE_STDOUT_CALLBACK="it_json",
+        # the collection's progress callback must keep stdout valid JSON (it writes to stderr when the stdout
+        # callback's name contains "json"). This replaces ansible.cfg's list (ansible.builtin.profile_tasks, which
+        # ansible-core 2.19 routes to the uninstalled ansible.posix: it would only warn).
+        ANSIBLE_CALLBACKS_ENABLED="llmops.sglang.sglang_progress",
+        ANSIBLE_SSH_CONTROL_PATH_DIR=str(node.control_dir / "ansible"),
+        PATH=f"{VENV_BIN}:{env.get('PATH', '')}",
+    )
+    playbook_bin = shutil.which("ansible-playbook", path=env["PATH"]) or "ansible-playbook"
+    t0 = time.time()
+    p = subprocess.run(
+        [playbook_bin, "-i", str(inv), str(pb)],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    t1 = time.time()
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError as exc:
+        raise AssertionError(
+            f"ansible-playbook stdout is not one JSON document ({exc}); rc={p.returncode}\n"
+            f"stdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
+        ) from None
+    results = [t["hosts"][node.name] for t in doc["plays"][0]["tasks"] if node.name in t["hosts"]]
+    assert results, f"no result for {node.name}: {p.stdout[-2000:]}\n{p.stderr[-2000:]}"
+    res = results[-1]
+    assert "outcome" in res, f"module did not run: {json.dumps(res)[:2000]}\nstderr:\n{p.stderr[-2000:]}"
+    return ModuleRun(res, p.stdout, p.stderr, p.returncode, t0, t1)
+
+
+def record(case: str, outcome: str, decided: float | None, returned: float | None = None, note: str = "") -> None:
+    """A row of the summary table: seconds from the event to the module's decision / to the task result."""
+
+    def fmt(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    FIGURES.append((case, outcome, fmt(decided), fmt(returned), note))
