@@ -43,7 +43,7 @@ options:
 notes:
   - Facts are also returned under C(ansible_facts.llmops_gpu) so later plays can use them without registering.
 author:
-  - llmops.sglang contributors
+  - llmops.sglang developers (@llmops)
 """
 
 EXAMPLES = r"""
