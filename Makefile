@@ -11,6 +11,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# This checkout is the collection: never let a copy that molecule/ansible-compat installs under ~/.ansible shadow it.
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)
 # Where the simulated nodes keep their cached image and runtime state (see sim/README.md).
 export SIM_CACHE ?= /var/cache/llmops-sim
 export SIM_STATE ?= /run/llmops-sim

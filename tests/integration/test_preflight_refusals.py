@@ -1,0 +1,158 @@
+"""Preflight refuses what the GPUs cannot run, before any change, on a simulated node.
+
+One node (gs1, 10.213.0.41: 8 x RTX PRO 6000 Blackwell, driver 580.95.05 so nvidia-smi reports sm_120) takes
+playbooks/preflight.yml with different -e values. Each refusal must fail with a message a user can act on and
+leave the node exactly as it was: the installed packages, /etc, /usr, /opt, apt's state and
+/var/lib/llmops-sglang are fingerprinted before and after. A last run with the defaults passes and writes the
+record, which shows the fingerprint does notice a change.
+
+Run: .venv/bin/pytest tests/integration/test_preflight_refusals.py -m node (root; about 1 min).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM_NODE = ROOT / "sim" / "node"
+VENV_BIN = ROOT / ".venv" / "bin"
+NAME = os.environ.get("GS_NODE_NAME", "gs1")
+IP = os.environ.get("GS_NODE_IP", "10.213.0.41")
+
+pytestmark = pytest.mark.node
+
+# What a refusal must not touch. __pycache__ is left out: the node's python3 may compile stdlib modules that
+# Ansible imports, which is not a change the play makes.
+FINGERPRINT = r"""
+set -e
+{
+  dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\n'
+  find /etc /usr /opt /var/lib/apt /var/lib/dpkg /var/lib/llmops-sglang -xdev -path '*/__pycache__' -prune \
+       -o -printf '%p %y %s %m %T@\n' 2>/dev/null | sort
+  cat /etc/apt/sources.list.d/* /etc/apt/preferences.d/* 2>/dev/null
+} | sha256sum | cut -d' ' -f1
+"""
+
+
+def sim_node(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=300, stdin=subprocess.DEVNULL
+    )
+
+
+def ssh(command: str) -> str:
+    return sim_node("ssh", NAME, command).stdout
+
+
+@pytest.fixture(scope="module")
+def inventory(tmp_path_factory):
+    if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
+        pytest.skip("needs root and systemd-nspawn (simulated nodes)")
+    if not NAME.startswith("gs") or not IP.startswith("10.213.0.4"):
+        pytest.skip("GPU-stack test nodes are named gs* and use 10.213.0.41-49")
+    sim_node("down", NAME, check=False)  # a node of ours left by an interrupted run
+    try:
+        up = sim_node("up", NAME, IP, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", check=False)
+        assert up.returncode == 0, up.stderr
+        inv = tmp_path_factory.mktemp("inventory")
+        (inv / "hosts.yml").write_text(
+            "all:\n  vars:\n    ansible_user: root\n"
+            f"    ansible_ssh_private_key_file: {sim_node('ssh-key').stdout.strip()}\n"
+            "    ansible_python_interpreter: /usr/bin/python3\n"
+            f"  children:\n    gpu_servers:\n      hosts:\n        {NAME}:\n          ansible_host: {IP}\n"
+        )
+        # The same stage variables as make demo and the molecule scenarios.
+        (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+        yield inv
+    finally:
+        sim_node("down", NAME, check=False)
+        sim_node("teardown", check=False)  # without --all: keeps the bridge while other nodes are up
+
+
+def play(inventory: Path, playbook: Path, extra: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook)]
+    if extra:
+        cmd += ["-e", json.dumps(extra)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+
+
+def refused(inventory: Path, extra: dict | None = None, playbook: Path | None = None) -> str:
+    before = ssh(FINGERPRINT)
+    result = play(inventory, playbook or ROOT / "playbooks" / "preflight.yml", extra)
+    assert result.returncode != 0, f"preflight accepted {extra}:\n{result.stdout[-3000:]}"
+    assert ssh(FINGERPRINT) == before, f"the refused run changed the node ({extra})"
+    assert ssh("test -e /var/lib/llmops-sglang && echo present || echo absent").strip() == "absent"
+    return result.stdout
+
+
+def test_cuda_12_4_on_sm120_is_refused(inventory):
+    out = refused(inventory, {"cuda_toolkit_versions": ["12.4"]})
+    assert "nothing was changed" in out
+    assert "RTX PRO 6000 Blackwell Workstation Edition (sm_120) needs CUDA >= 12.8 and open kernel modules" in out
+    assert "you asked for CUDA 12.4 (cuda_toolkit_versions). Ask for CUDA 12.8 or newer" in out
+
+
+def test_proprietary_modules_on_blackwell_are_refused(inventory):
+    out = refused(inventory, {"nvidia_driver_flavor": "proprietary"})
+    assert "(sm_120) needs CUDA >= 12.8 and open kernel modules" in out
+    assert "you asked for nvidia_driver_flavor: proprietary" in out
+    assert "set nvidia_driver_flavor: open (the default)" in out
+
+
+def test_driver_branch_older_than_the_toolkit_needs_is_refused(inventory):
+    out = refused(
+        inventory,
+        {"nvidia_driver_branch": "575", "nvidia_driver_version": "575.57.08-1", "cuda_toolkit_versions": ["13.0"]},
+    )
+    assert "CUDA 13.0 needs driver branch >= 580; you asked for nvidia_driver_branch 575" in out
+    assert "or keep branch 575 with CUDA 12.9 or older" in out
+
+
+def test_unsupported_operating_system_is_refused(inventory, tmp_path):
+    # The real role on the real node, with the distribution facts replaced after gathering (cacheable set_fact
+    # writes ansible_facts), as a Rocky Linux 9 host would report them.
+    playbook = tmp_path / "fake_os.yml"
+    playbook.write_text(
+        "- name: Preflight on a host that reports Rocky Linux 9\n"
+        "  hosts: gpu_servers\n"
+        "  gather_facts: true\n"
+        "  tasks:\n"
+        "    - name: Pretend to be Rocky Linux 9.4\n"
+        "      ansible.builtin.set_fact:\n"
+        "        distribution: Rocky\n"
+        "        distribution_major_version: '9'\n"
+        "        distribution_version: '9.4'\n"
+        "        os_family: RedHat\n"
+        "        cacheable: true\n"
+        "    - name: Run preflight\n"
+        "      ansible.builtin.include_role:\n"
+        "        name: llmops.sglang.preflight\n"
+    )
+    out = refused(inventory, playbook=playbook)
+    assert "Rocky 9.4 is not supported" in out
+    assert "Debian 12 (tested), Ubuntu 22.04 and Ubuntu 24.04" in out
+
+
+def test_the_defaults_pass_and_only_then_preflight_writes_its_record(inventory):
+    before = ssh(FINGERPRINT)
+    result = play(inventory, ROOT / "playbooks" / "preflight.yml")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert ssh(FINGERPRINT) != before
+    record = json.loads(ssh("cat /var/lib/llmops-sglang/preflight.json"))
+    assert record["sm_list"] == ["sm_120"]
+    assert record["gpu_source"] == "nvidia-smi"
+    assert record["requested"] == {
+        "nvidia_driver_branch": "580",
+        "nvidia_driver_version": "580.95.05-1",
+        "nvidia_driver_flavor": "open",
+        "cuda_toolkit_versions": ["12.8"],
+    }
+    assert record["torch_cuda_variants"] == ["cu128"]
