@@ -30,6 +30,25 @@ from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
 
 ACTIONS = ("llmops.sglang.sglang_server", "sglang_server")
+PLAN_ACTIONS = ("llmops.sglang.sglang_plan", "sglang_plan")
+DOWNLOAD_ACTIONS = ("llmops.sglang.hf_snapshot", "hf_snapshot")
+
+
+def planned_text(plan, res):
+    """'planned 425728 KV tokens at 0.88 (ok), actual 425664' from an sglang_plan result's plan and a server result."""
+    if not plan or plan.get("kv_tokens") is None:
+        return ""
+    actual = (res.get("totals") or {}).get("kv_tokens_min") or res.get("max_total_num_tokens")
+    text = "planned %d KV tokens at mem-fraction-static %.2f (%s)" % (
+        plan["kv_tokens"],
+        plan.get("mem_fraction_static") or 0.0,
+        plan.get("verdict"),
+    )
+    if actual:
+        text += ", actual %d (%+.2f %%)" % (actual, 100.0 * (actual - plan["kv_tokens"]) / plan["kv_tokens"])
+    return text
+
+
 BAR_WIDTH = 40
 _SEGMENTS = (("weights", "W"), ("kv", "K"), ("graphs", "G"), ("other", "o"), ("free", "."))
 
@@ -167,6 +186,7 @@ class CallbackModule(CallbackBase):
     def __init__(self, display=None):
         super().__init__(display=display)
         self._final = {}
+        self._plans = {}
         stdout_cb = ""
         try:
             stdout_cb = C.config.get_config_value("DEFAULT_STDOUT_CALLBACK") or ""
@@ -190,6 +210,10 @@ class CallbackModule(CallbackBase):
         return res
 
     def v2_runner_retry(self, result):
+        action = getattr(result.task, "action", None) or ""
+        if action in DOWNLOAD_ACTIONS and isinstance(result.result, dict) and result.result.get("progress"):
+            self._emit("[model] %s: %s" % (result.host.get_name(), result.result["progress"]))
+            return
         res = self._take(result)
         if res is not None:
             self._emit(render_live(result.host.get_name(), res, res.get("attempts"), res.get("retries")))
@@ -204,6 +228,11 @@ class CallbackModule(CallbackBase):
             self._final[host] = res
 
     def v2_runner_on_ok(self, result):
+        action = getattr(result.task, "action", None) or ""
+        res = result.result
+        if action in PLAN_ACTIONS and isinstance(res, dict) and res.get("plan") and "retry" not in res:
+            self._plans[result.host.get_name()] = res["plan"]  # the plan of the attempt that follows
+            return
         self._final_result(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
@@ -212,3 +241,6 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_stats(self, stats):
         for host in sorted(self._final):
             self._emit(render_summary(host, self._final[host]))
+            planned = planned_text(self._plans.get(host), self._final[host])
+            if planned:
+                self._emit("  " + planned)

@@ -1,0 +1,76 @@
+"""Verifier for the server scenario: the model and server stages on a simulated 8 x RTX PRO 6000 node."""
+
+import json
+import os
+
+import testinfra.utils.ansible_runner
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+
+MODEL = "/opt/models/GLM-5-NVFP4"
+ENV_FILE = "/etc/sglang/sglang.env"
+
+
+def test_model_is_verified_with_its_commit(host):
+    marker = json.loads(host.file(f"{MODEL}/.llmops-snapshot.json").content_string)
+    assert marker["repo_id"] == "sim-org/GLM-5-NVFP4"
+    assert len(marker["commit"]) == 40
+    for rel, info in marker["files"].items():
+        f = host.file(f"{MODEL}/{rel}")
+        assert f.exists and f.size == info["size"], rel
+    assert not host.file(f"{MODEL}/.llmops-partial").exists
+    record = json.loads(host.file("/var/lib/llmops-sglang/model.json").content_string)
+    assert record["commit"] == marker["commit"]
+
+
+def test_unit_is_active_and_enabled(host):
+    svc = host.service("sglang")
+    assert svc.is_running
+    assert svc.is_enabled
+    assert host.check_output("systemctl show sglang -p User --value") == "sglang"
+    assert host.check_output("systemctl show sglang -p Restart --value") == "no"
+
+
+def test_health_and_served_model_from_the_node(host):
+    assert host.check_output("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health") == "200"
+    models = json.loads(host.check_output("curl -s http://127.0.0.1:30000/v1/models"))
+    assert "glm-5" in [m["id"] for m in models["data"]]
+
+
+def test_binds_loopback_only(host):
+    assert host.socket("tcp://127.0.0.1:30000").is_listening
+    assert not host.socket("tcp://0.0.0.0:30000").is_listening
+
+
+def test_env_file_is_root_only(host):
+    f = host.file(ENV_FILE)
+    if f.exists:  # only written when a token or key is set
+        assert f.mode == 0o600 and f.user == "root"
+
+
+def test_unit_keeps_secrets_out_and_cuda_in(host):
+    unit = host.file("/etc/systemd/system/sglang.service").content_string
+    assert f"EnvironmentFile=-{ENV_FILE}" in unit
+    assert "--api-key" not in unit and "HF_TOKEN=" not in unit
+    for opt in ("NoNewPrivileges=true", "ProtectSystem=full", "ProtectHome=true", "PrivateTmp=true"):
+        assert opt in unit
+    assert "PrivateDevices=" not in unit and "DevicePolicy=" not in unit
+    assert "StandardOutput=append:/var/log/sglang/server.log" in unit
+
+
+def test_log_rotation(host):
+    conf = host.file("/etc/logrotate.d/sglang").content_string
+    assert "/var/log/sglang/*.log" in conf and "copytruncate" in conf
+    assert host.run("logrotate -d /etc/logrotate.d/sglang").rc == 0
+
+
+def test_deployment_record(host):
+    rec = json.loads(host.file("/var/lib/llmops-sglang/deployment.json").content_string)
+    assert rec["driver"] == "580.95.05"
+    assert rec["model"]["commit"] and rec["model"]["repo_id"] == "sim-org/GLM-5-NVFP4"
+    assert set(rec["kv_tokens_per_rank"].values()) == {425664} and len(rec["kv_tokens_per_rank"]) == 8
+    assert set(rec["kv_size_gb_per_rank"].values()) == {24.37}
+    assert set(rec["avail_after_pool_gb_per_rank"].values()) == {8.61}
+    assert "--mem-fraction-static" in rec["flags"] and "0.88" in rec["flags"]
+    assert rec["memory"]["attempts"][-1]["outcome"] == "ready"
+    assert rec["milestones"]["ready"] > 0

@@ -1,0 +1,340 @@
+"""The model and server stages (playbooks/model.yml, playbooks/server.yml) on one simulated node, sv1.
+
+The module boots sv1 (10.213.0.61, 8 x RTX PRO 6000), makes the SGLang stand-in importable in /opt/sglang/venv with
+molecule/server/prepare.yml, and runs the playbooks with inventories/sim/group_vars plus per-case -e overrides. Cases
+run in file order and share the node: an interrupted download that resumes, the reference converge, a change of only
+the fraction, a capture OOM with on_capture_oom fail and retry, the automatic fraction, and secrets at -vvv.
+
+Environment: SV_NODE_NAME / SV_NODE_IP override the node (names sv*, addresses 10.213.0.61-69).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.node
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM_NODE = ROOT / "sim" / "node"
+CALLBACKS = Path(__file__).resolve().parent / "callback_plugins"
+VENV_BIN = ROOT / ".venv" / "bin"
+NODE = os.environ.get("SV_NODE_NAME", "sv1")
+IP = os.environ.get("SV_NODE_IP", "10.213.0.61")
+MIRROR = "http://10.213.0.1:8080"
+MODEL = "/opt/models/GLM-5-NVFP4"
+SHARD = "model-00005-of-00008.safetensors"
+KV_TOKENS = 425664
+HUB_TOKEN = "hf_sim_test_token"  # a token the hub stand-in accepts
+
+
+def sim_node(*args, check=True):
+    return subprocess.run([str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=600)
+
+
+class Node:
+    def __init__(self, key):
+        self.key = key
+
+    def sh(self, cmd, check=True, input=None):
+        p = subprocess.run(
+            [
+                "ssh",
+                "-i",
+                self.key,
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "LogLevel=ERROR",
+                f"root@{IP}",
+                cmd,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+        if check and p.returncode != 0:
+            raise AssertionError(f"`{cmd}` on {NODE} exited {p.returncode}: {p.stderr}")
+        return p.stdout
+
+    def record(self):
+        return json.loads(self.sh("cat /var/lib/llmops-sglang/deployment.json"))
+
+    def unit_state(self):
+        out = self.sh("systemctl show sglang -p ActiveState,SubState,NRestarts", check=False)
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+class Run:
+    def __init__(self, proc, doc, seconds):
+        self.rc, self.stdout, self.stderr, self.doc, self.seconds = (
+            proc.returncode,
+            proc.stdout,
+            proc.stderr,
+            doc,
+            seconds,
+        )
+
+    def tasks(self):
+        for play in (self.doc or {}).get("plays", []):
+            for task in play["tasks"]:
+                res = task["hosts"].get(NODE)
+                if res is not None:
+                    yield task["task"].split(" : ", 1)[-1], res  # without the "llmops.sglang.ROLE : " prefix
+
+    def changed(self):
+        return [name for name, res in self.tasks() if res.get("changed") and res["_it_status"] == "ok"]
+
+    def failed(self):
+        return [(name, res) for name, res in self.tasks() if res["_it_status"] == "failed"]
+
+    def result(self, pattern):
+        hits = [res for name, res in self.tasks() if re.search(pattern, name) and res["_it_status"] != "skipped"]
+        return hits[-1] if hits else None
+
+
+@pytest.fixture(scope="module")
+def node(request, tmp_path_factory):
+    if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
+        pytest.skip("node tests need root and systemd-nspawn")
+    assert re.fullmatch(r"sv[a-z0-9-]{0,10}", NODE) and re.fullmatch(r"10\.213\.0\.6[1-9]", IP)
+    work = tmp_path_factory.mktemp("sv")
+    sim_node("mirrors", "up")
+
+    def finalize():
+        sim_node("down", NODE, check=False)
+        sim_node("teardown", check=False)  # never --all: other engineers' nodes stay up
+
+    request.addfinalizer(finalize)
+    if NODE in sim_node("list", check=False).stdout.split():
+        sim_node("down", NODE, check=False)
+    sim_node("up", NODE, IP, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05")
+    key = sim_node("ssh-key").stdout.strip()
+    inv = work / "inventory"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text(
+        json.dumps(
+            {
+                "all": {
+                    "vars": {
+                        "ansible_user": "root",
+                        "ansible_ssh_private_key_file": key,
+                        "ansible_python_interpreter": "/usr/bin/python3",
+                    },
+                    "children": {"gpu_servers": {"hosts": {NODE: {"ansible_host": IP}}}},
+                }
+            }
+        )
+    )
+    (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+    n = Node(key)
+    n.inventory = inv
+    n.work = work
+    n.sh("systemctl is-system-running --wait || true")
+    p = playbook(
+        n,
+        ["molecule/server/prepare.yml"],
+        json_out=False,
+        env_extra={
+            "MOLECULE_PROJECT_DIRECTORY": str(ROOT),
+            "MOLECULE_EPHEMERAL_DIRECTORY": str(work),
+        },
+    )
+    assert p.rc == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return n
+
+
+def playbook(node, playbooks, extra=None, *, json_out=True, verbose=None, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{VENV_BIN}:{env.get('PATH', '')}")
+    env.update(env_extra or {})
+    if json_out:
+        env.update(ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS), ANSIBLE_STDOUT_CALLBACK="it_json")
+    cmd = [shutil.which("ansible-playbook", path=env["PATH"]), "-i", str(node.inventory)]
+    if extra:
+        cmd += ["-e", json.dumps(extra)]
+    if verbose:
+        cmd.append(verbose)
+    cmd += [str(ROOT / pb) for pb in playbooks]
+    t0 = time.time()
+    proc = subprocess.run(
+        cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+    )
+    doc = None
+    if json_out:
+        # the sglang_progress callback may print its summary lines around the JSON document
+        # (one document per playbook on the command line, each with every play so far: the last one is complete)
+        line = ([x for x in proc.stdout.splitlines() if x.startswith('{"plays"')] or [""])[-1]
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            raise AssertionError(
+                f"no JSON from ansible-playbook (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            ) from None
+    return Run(proc, doc, time.time() - t0)
+
+
+STAGES = ["playbooks/preflight.yml", "playbooks/model.yml", "playbooks/server.yml"]
+
+
+def mirror(path, data=None):
+    req = urllib.request.Request(
+        MIRROR + path,
+        data=None if data is None else json.dumps(data).encode(),
+        method="POST" if data is not None else "GET",
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+def test_interrupted_download_resumes_on_the_next_run(node):
+    t0 = time.time()
+    mirror(
+        "/_sim/faults",
+        {"match": f"/hf/sim-org/GLM-5-NVFP4/resolve/*/{SHARD}", "action": "drop", "at_offset": 6000, "times": 1},
+    )
+    first = playbook(node, ["playbooks/model.yml"], {"model_download_retries": 0})
+    assert first.rc != 0, "the dropped transfer should fail the run when no reconnection is allowed"
+    name, res = first.failed()[0]
+    assert "Download" in name and "resumes" in res["msg"], res["msg"]
+    assert node.sh(f"stat -c %s {MODEL}/.llmops-partial/{SHARD}.incomplete").strip() == "6000"
+    assert node.sh(f"test -e {MODEL}/.llmops-snapshot.json && echo yes || echo no").strip() == "no"
+    second = playbook(node, ["playbooks/model.yml"])
+    assert second.rc == 0, second.failed()
+    dl = second.result("Download and verify")
+    assert {"path": SHARD, "from": 6000} in dl["resumed"] and dl["done"]
+    log = [r for r in mirror("/_sim/requests") if r["time"] >= t0 and r["path"].endswith("/" + SHARD)]
+    assert any(r["range"] == "bytes=6000-" and r["status"] == 206 for r in log), log
+    marker = json.loads(node.sh(f"cat {MODEL}/.llmops-snapshot.json"))
+    assert marker["commit"] == dl["commit"] and SHARD in marker["files"]
+    # offline re-run: marker + sizes, no request at all
+    t1 = time.time()
+    third = playbook(node, ["playbooks/model.yml"])
+    assert third.rc == 0 and third.changed() == []
+    assert third.result("Download and verify")["source"] == "marker"
+    assert not [r for r in mirror("/_sim/requests") if r["time"] >= t1 and r["path"].startswith("/hf/")]
+
+
+def test_converge_reaches_the_reference_numbers_and_is_idempotent(node):
+    run = playbook(node, STAGES)
+    assert run.rc == 0, run.failed()
+    rec = node.record()
+    assert set(rec["kv_tokens_per_rank"].values()) == {KV_TOKENS} and len(rec["kv_tokens_per_rank"]) == 8
+    assert set(rec["kv_size_gb_per_rank"].values()) == {24.37}
+    assert set(rec["avail_after_pool_gb_per_rank"].values()) == {8.61}
+    again = playbook(node, STAGES)
+    assert again.rc == 0 and again.changed() == [], again.changed()
+    print(f"\nconverge {run.seconds:.1f} s, idempotent re-run {again.seconds:.1f} s")
+
+
+def test_changing_only_the_fraction_restarts_only_the_server(node):
+    base = playbook(node, STAGES)  # converged at 0.88 (a no-op after the previous case)
+    assert base.rc == 0, base.failed()
+    run = playbook(node, STAGES, {"server_mem_fraction_static": 0.87})
+    assert run.rc == 0, run.failed()
+    changed = run.changed()
+    allowed = re.compile(
+        r"(Write the systemd unit|Reload systemd after the unit changed|Start SGLang).*attempt 1$|"
+        r"Remember the memory settings|"
+        r"Write the deployment record on the host"
+    )
+    assert changed and all(allowed.search(c) for c in changed), changed
+    assert any(c.startswith("Start SGLang") for c in changed)
+    assert node.record()["memory"]["attempts"][0]["mem_fraction_static"] == 0.87
+
+
+def test_capture_oom_with_fail_stops_with_the_diagnosis_and_leaves_the_unit_stopped(node):
+    run = playbook(node, STAGES, {"server_mem_fraction_static": 0.95, "server_on_capture_oom": "fail"})
+    assert run.rc != 0
+    name, res = run.failed()[-1]
+    assert name == "Stop with SGLang's diagnosis when it did not become ready"
+    assert "oom_cuda_graph" in res["msg"] and "Lower --mem-fraction-static from 0.95" in res["msg"], res["msg"]
+    assert re.search(r'"value": 0\.\d+', res["msg"]), res["msg"]
+    time.sleep(3)
+    state = node.unit_state()
+    assert state["ActiveState"] in ("failed", "inactive"), state
+    assert state.get("NRestarts", "0") == "0"
+
+
+def test_capture_oom_with_retry_reaches_ready_on_the_second_attempt(node):
+    run = playbook(node, STAGES, {"server_mem_fraction_static": 0.95, "server_on_capture_oom": "retry"})
+    assert run.rc == 0, run.failed()
+    attempts = node.record()["memory"]["attempts"]
+    assert [a["outcome"] for a in attempts] == ["oom_cuda_graph", "ready"], attempts
+    assert attempts[0]["mem_fraction_static"] == 0.95 and attempts[1]["mem_fraction_static"] < 0.95
+    print(
+        f"\nretry: 0.95 failed in capture, {attempts[1]['mem_fraction_static']} worked "
+        f"({attempts[1]['kv_tokens_min']} tokens)"
+    )
+    again = playbook(node, STAGES, {"server_mem_fraction_static": 0.95, "server_on_capture_oom": "retry"})
+    assert again.rc == 0 and again.changed() == [], again.changed()  # the fraction that worked is remembered
+
+
+def test_auto_fraction_is_ready_on_the_first_attempt(node):
+    # stopped first: the previous case may already run at the fraction auto chooses, and then nothing would launch
+    node.sh("systemctl stop sglang")
+    run = playbook(node, STAGES, {"server_mem_fraction_static": "auto"})
+    assert run.rc == 0, run.failed()
+    assert run.result("Start SGLang.*attempt 1$")["launched"] is True
+    assert run.result("Start SGLang.*attempt 2$") is None
+    rec = node.record()
+    attempts = rec["memory"]["attempts"]
+    assert len(attempts) == 1 and attempts[0]["outcome"] == "ready", attempts
+    print(
+        f"\nauto: {attempts[0]['mem_fraction_static']}, planned {attempts[0]['planned_kv_tokens']} tokens, "
+        f"logged {attempts[0]['kv_tokens_min']}"
+    )
+    assert abs(attempts[0]["planned_kv_tokens"] - attempts[0]["kv_tokens_min"]) / attempts[0]["kv_tokens_min"] < 0.005
+
+
+def test_secrets_never_appear_in_output_or_files_at_vvv(node):
+    api_key = "sk-llmops-" + uuid.uuid4().hex
+    extra = {"model_hf_token": HUB_TOKEN, "server_api_key": api_key}
+    # the gated model needs the token: proves it is used
+    gated = playbook(
+        node,
+        ["playbooks/model.yml"],
+        {**extra, "model_repo_id": "sim-org/Meta-Llama-3-8B-Instruct", "model_dir": "/opt/models/llama"},
+        json_out=False,
+        verbose="-vvv",
+    )
+    assert gated.rc == 0, gated.stdout[-3000:]
+    run = playbook(node, STAGES, extra, json_out=False, verbose="-vvv")
+    assert run.rc == 0, run.stdout[-4000:]
+    for secret in (HUB_TOKEN, api_key):
+        assert secret not in run.stdout + run.stderr + gated.stdout + gated.stderr
+    env = node.sh("stat -c '%a %U' /etc/sglang/sglang.env").split()
+    assert env == ["600", "root"]
+    hits = node.sh(
+        "grep -r -a -l -F -f /dev/stdin /etc /var /opt /root /home /tmp 2>/dev/null"
+        " | grep -vx /etc/sglang/sglang.env || true",
+        input=f"{HUB_TOKEN}\n{api_key}\n",
+    ).split()
+    assert hits == [], hits
+    ps = node.sh("ps -eo args")
+    assert HUB_TOKEN not in ps and api_key not in ps
+    assert node.sh("grep -c 'api_key=.\\*\\*\\*.' /var/log/sglang/server.log").strip() != "0"
+    code = node.sh(
+        f"curl -s -o /dev/null -w '%{{http_code}}' -H 'Authorization: Bearer {api_key}' "
+        "http://127.0.0.1:30000/v1/models"
+    )
+    assert code == "200"
+    assert node.sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models") == "401"

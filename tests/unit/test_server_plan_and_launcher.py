@@ -1,0 +1,86 @@
+"""The server role's pieces that run on the node: sglang_plan's retry arithmetic and the secret-redacting launcher."""
+
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import plan
+from ansible_collections.llmops.sglang.plugins.modules import sglang_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+GLM5 = ROOT / "tests" / "unit" / "fixtures" / "models" / "glm5-like"
+OOM = (
+    "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.83 GiB. GPU 0 has a total "
+    "capacity of 95.59 GiB of which 1.02 GiB is free."
+)
+
+
+def _launcher():
+    path = ROOT / "roles" / "server" / "files" / "sglang-launch"
+    loader = importlib.machinery.SourceFileLoader("sglang_launch", str(path))
+    spec = importlib.util.spec_from_loader("sglang_launch", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_oom_figures_from_torch_message():
+    assert sglang_plan.oom_figures(["x", OOM]) == (1.83, 1.02)
+    assert sglang_plan.oom_figures(["Tried to allocate 448.00 MiB. of which 512.00 MiB is free"]) == (0.4375, 0.5)
+    assert sglang_plan.oom_figures([]) == (None, None)
+
+
+def test_retry_after_the_reference_capture_oom_lands_on_a_fraction_that_fits():
+    p = plan(
+        str(GLM5 / "config.json"),
+        gpu_mem_mib=97887,
+        tp=8,
+        gpu_arch="sm_120",
+        mem_fraction_static=0.95,
+        weights_gib=61.05,
+    ).as_dict()
+    attempt = {
+        "outcome": "oom_cuda_graph",
+        "totals": {"pre_load_min_gb": 94.25, "avail_after_pool_min_gb": 1.27, "avail_after_weights_min_gb": 33.2},
+        "server_args": {"mem_fraction_static": 0.95},
+        "log_tail": [OOM],
+    }
+    r = sglang_plan.retry_advice(attempt, p, 0.95)
+    assert r["failed_mem_fraction_static"] == 0.95
+    assert 0.88 <= r["mem_fraction_static"] < 0.95 and r["cuda_graph_max_bs"] is None
+    again = plan(
+        str(GLM5 / "config.json"),
+        gpu_mem_mib=97887,
+        tp=8,
+        gpu_arch="sm_120",
+        mem_fraction_static=r["mem_fraction_static"],
+        weights_gib=61.05,
+    )
+    assert again.verdict == "ok"
+
+
+def test_launcher_redacts_secrets_split_across_reads():
+    mod = _launcher()
+    redact, longest = mod.redactor(["sk-secret-123", "", "abc"])  # too-short values are not redacted
+    assert longest == len("sk-secret-123")
+    assert redact(b"api_key='sk-secret-123' abc") == b"api_key='***' abc"
+
+
+def test_launcher_relay_keeps_whole_lines(tmp_path):
+    import os
+
+    mod = _launcher()
+    redact, longest = mod.redactor(["sk-secret-123"])
+    r, w = os.pipe()
+    os.write(w, b"a sk-sec")
+    os.write(w, b"ret-123 b\nnext\r")
+    os.close(w)
+    out_r, out_w = os.pipe()
+    saved = os.dup(1)
+    os.dup2(out_w, 1)
+    try:
+        mod.relay(r, redact, longest)
+    finally:
+        os.dup2(saved, 1)
+        os.close(out_w)
+    assert os.read(out_r, 1000) == b"a *** b\nnext\r"
