@@ -25,7 +25,7 @@ description:
   - With O(wait_budget) one call downloads for at most that long and returns RV(done=false) with the progress, so a
     task with C(until)/C(retries) shows progress between attempts.
 author:
-  - llmops.sglang contributors
+  - llmops.sglang developers (@llmops)
 options:
   repo_id:
     description: Repository id, for example C(zai-org/GLM-5).

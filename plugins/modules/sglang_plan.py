@@ -21,7 +21,7 @@ description:
     the capture, computed from that attempt's logged numbers.
   - Reads files only; never changes anything.
 author:
-  - llmops.sglang contributors
+  - llmops.sglang developers (@llmops)
 options:
   model_path:
     description: Model directory (with C(config.json) and the safetensors index or shards).
