@@ -63,6 +63,11 @@ def _gb(x):
     return "-" if x is None else "%.1f" % x
 
 
+def _gb2(x):
+    """GB as SGLang prints them (two decimals), so the summary matches the log lines it came from."""
+    return "-" if x is None else "%.2f" % x
+
+
 def capture_text(prog):
     if not prog or prog.get("done"):
         return ""
@@ -150,19 +155,22 @@ def render_summary(host, res, width=BAR_WIDTH):
     pre = (res.get("totals") or {}).get("pre_load_min_gb")
     ranks = res.get("ranks") or {}
     if ranks:
-        lines.append("  GPU memory (GiB)   W weights  K KV cache  G CUDA graphs  o other  . free")
+        lines.append("  GPU memory         W weights  K KV cache  G CUDA graphs  o other  . free")
         label_w = max(len(label or "gpu") for label in ranks)
         for label, fig in ranks.items():
             seg = memory_segments(fig, pre)
+            tokens = fig.get("kv_tokens")
             lines.append(
-                "  %s %s W %s | K %s | G %s | free %s"
+                "  %s %s weights %s GB | #tokens %s | KV size %s GB | avail %s GB | graphs %s GB | free %s GB"
                 % (
                     (label or "gpu").ljust(label_w),
                     render_bar(seg, width),
-                    _gb(fig.get("weights_gb")),
-                    _gb(fig.get("kv_size_gb")),
-                    _gb(fig.get("cuda_graph_mem_gb")),
-                    _gb(seg["free"]),
+                    _gb2(fig.get("weights_gb")),
+                    "-" if tokens is None else tokens,
+                    _gb2(fig.get("kv_size_gb")),
+                    _gb2(fig.get("avail_after_pool_gb")),
+                    _gb2(fig.get("cuda_graph_mem_gb")),
+                    _gb2(seg["free"]),
                 )
             )
     tl = render_timeline(res.get("milestones"))

@@ -56,7 +56,8 @@ def test_summary_glm5_ready():
     res = module_result("v0_5_9_glm5_ready.log")
     text = cb.render_summary("gpu1", res)
     assert text.splitlines()[0] == "[sglang] gpu1: ready (phase ready, format 0.5.9-0.5.10)"
-    assert text.count("W 61.0 | K 24.4 | G 3.1 | free 5.5") == 8
+    # every rank states SGLang's own figures: pool tokens and size, memory left after the pool, graphs, free
+    assert text.count("#tokens 425664 | KV size 24.37 GB | avail 8.61 GB | graphs 3.12 GB") == 8
     assert "timeline: started 0s -> weights_loading 13s" in text
     assert "KV 425664 tokens x 8 ranks, max_total_num_tokens=425664" in text
     assert "diagnosis" not in text
