@@ -1,0 +1,107 @@
+"""Verifier for the build scenario: each wheel built once (on bd1), the same file installed on bd1..bd3."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import testinfra
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
+WHEELHOUSE = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "wheelhouse"
+VENV = "/opt/sglang/venv"
+BUILD_DIR = "/var/tmp/llmops-sglang-build"
+PACKAGES = ("flash-attn", "sgl-kernel", "sglang")
+HOSTS = ("bd1", "bd2", "bd3")
+MIB_PER_THREAD = {"flash-attn": 2048, "sgl-kernel": 1024}
+
+
+def _host(name):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def _records(package):
+    dirs = sorted(p for p in (WHEELHOUSE / package).iterdir() if p.is_dir())
+    return [json.loads((d / "build.json").read_text()) for d in dirs]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_one_wheel_per_package_built_on_bd1(package):
+    records = _records(package)
+    assert len(records) == 1, f"{package}: expected one fingerprint in the wheelhouse, found {len(records)}"
+    rec = records[0]
+    assert rec["builder"] == "bd1"
+    whl = WHEELHOUSE / package / rec["fingerprint"] / rec["wheel"]
+    assert whl.is_file()
+    assert (WHEELHOUSE / package / rec["fingerprint"] / "build.log").is_file()
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_host_installed_the_same_wheel_file(package):
+    rec = _records(package)[0]
+    for name in HOSTS:
+        h = _host(name)
+        marker = json.loads(h.file(f"{VENV}/llmops-builds/{package}.json").content_string)
+        assert marker["fingerprint"] == rec["fingerprint"]
+        wheel = f"{BUILD_DIR}/wheels/{package}/{rec['fingerprint']}/{rec['wheel']}"
+        assert h.check_output(f"sha256sum {wheel}").split()[0] == rec["sha256"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_only_the_builder_built(package):
+    rec = _records(package)[0]
+    for name in HOSTS:
+        h = _host(name)
+        built_here = h.file(f"{BUILD_DIR}/wheels/{package}/{rec['fingerprint']}/build.log").exists
+        assert built_here == (name == "bd1"), f"{name}: build log present={built_here}"
+        assert h.file(f"{BUILD_DIR}/src").exists == (name == "bd1")
+
+
+def test_flash_attn_build_info_arch_and_ram():
+    """The stand-in backend's own record: arch 120, jobs x threads x 2 GiB within MemTotal; same build everywhere."""
+    infos = []
+    for name in HOSTS:
+        h = _host(name)
+        code = "import flash_attn, pathlib; print(pathlib.Path(flash_attn.__file__).parent)"
+        out = h.check_output(f"{VENV}/bin/python -c '{code}'")
+        infos.append(json.loads(h.file(f"{out.strip()}/_build_info.json").content_string))
+        mem_kib = int(h.check_output("awk '/^MemTotal:/ {print $2}' /proc/meminfo"))
+        info = infos[-1]
+        assert info["archs"] == ["120"]
+        assert info["env"]["FLASH_ATTN_CUDA_ARCHS"] == "120"
+        assert info["jobs"] * info["nvcc_threads"] * MIB_PER_THREAD["flash-attn"] <= mem_kib // 1024
+        assert info["peak_mib"] <= info["ram_mib"]
+    # Built once: the elapsed time (a float from the one build) is identical on every host.
+    assert len({json.dumps(i, sort_keys=True) for i in infos}) == 1
+
+
+def test_sgl_kernel_build_record_arch_and_ram():
+    rec = _records("sgl-kernel")[0]
+    assert rec["env"]["TORCH_CUDA_ARCH_LIST"] == "12.0a"
+    assert "-DCMAKE_CUDA_ARCHITECTURES=120a" in rec["env"]["CMAKE_ARGS"]
+    assert f"-DSGL_KERNEL_COMPILE_THREADS={rec['threads']}" in rec["env"]["CMAKE_ARGS"]
+    assert rec["jobs"] * rec["threads"] * MIB_PER_THREAD["sgl-kernel"] <= rec["ram_mib"]
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_torch_and_sglang_import(name):
+    h = _host(name)
+    env = json.loads(h.file("/var/lib/llmops-sglang/python_env.json").content_string)
+    assert env["torch_version"] == "2.9.1+cu128"
+    assert env["torch_cuda"] == "12.8"
+    assert "sm_120" in env["torch_arch_list"]
+    assert h.check_output(f"{VENV}/bin/python -c 'import sglang, sgl_kernel, flash_attn; print(sglang.__version__)'")
+    rec = json.loads(h.file("/var/lib/llmops-sglang/sglang.json").content_string)
+    assert len(rec["commit"]) == 40
+    assert rec["sm120_fix"].startswith("patch ")
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_service_user_is_unprivileged_and_cannot_change_the_venv(name):
+    h = _host(name)
+    user = h.user("sglang")
+    assert user.exists and user.uid < 1000 and user.shell == "/usr/sbin/nologin"
+    assert h.file(VENV).user == "root"
+    assert h.run(f"runuser -u sglang -- touch {VENV}/x").rc != 0
