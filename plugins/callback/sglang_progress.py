@@ -24,6 +24,7 @@ requirements:
   - enable in ansible.cfg (C(callbacks_enabled = llmops.sglang.sglang_progress)) or ANSIBLE_CALLBACKS_ENABLED
 """
 
+import re
 import sys
 
 from ansible import constants as C
@@ -61,6 +62,11 @@ def is_sglang_result(action, res):
 
 def _gb(x):
     return "-" if x is None else "%.1f" % x
+
+
+def _rank_key(label):
+    """'DP0 TP10' sorts after 'DP0 TP2': compare the numbers, not the text."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", label or "")]
 
 
 def _gb2(x):
@@ -157,7 +163,7 @@ def render_summary(host, res, width=BAR_WIDTH):
     if ranks:
         lines.append("  GPU memory         W weights  K KV cache  G CUDA graphs  o other  . free")
         label_w = max(len(label or "gpu") for label in ranks)
-        for label, fig in ranks.items():
+        for label, fig in sorted(ranks.items(), key=lambda kv: _rank_key(kv[0])):
             seg = memory_segments(fig, pre)
             tokens = fig.get("kv_tokens")
             lines.append(
