@@ -134,16 +134,13 @@ def build_sglang(sglang_src: Path, work_root: Path, dest: Path):
     reset_dir(work)
     _git(["init", "-q", "-b", "main"], work)
     shutil.copytree(sglang_src, work, ignore=IGNORE, dirs_exist_ok=True)
+    # The tree's sgl-kernel becomes the stand-in *build* (a simulated CUDA compile that reads the jobs/threads/arch
+    # knobs, records them and dies like the OOM killer over RAM), as upstream's sgl-kernel is a CMake build.
     kernel = work / "sgl-kernel"
-    overlay = not (kernel / "pyproject.toml").exists()
-    if overlay:
-        # Add the stand-in build to the tree's sgl-kernel without replacing files the SGLang stand-in already has.
-        for src in sorted((STUBS / "sgl-kernel").rglob("*")):
-            dst = kernel / src.relative_to(STUBS / "sgl-kernel")
-            if src.is_file() and "__pycache__" not in src.parts and not dst.exists():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, dst)
-        _add_simbuild(kernel)
+    shutil.rmtree(kernel, ignore_errors=True)
+    shutil.copytree(STUBS / "sgl-kernel", kernel, ignore=IGNORE)
+    _add_simbuild(kernel)
+    overlay = True
     fix = work / FIX_FILE
     if not fix.exists():
         found = sorted(work.rglob("extend_attention.py"))

@@ -1,7 +1,7 @@
 """The model and server stages (playbooks/model.yml, playbooks/server.yml) on one simulated node, sv1.
 
 The module boots sv1 (10.213.0.61, 8 x RTX PRO 6000), makes the SGLang stand-in importable in /opt/sglang/venv with
-molecule/server/prepare.yml, and runs the playbooks with inventories/sim/group_vars plus per-case -e overrides. Cases
+tests/integration/server_prepare.yml, and runs the playbooks with inventories/sim/group_vars plus per-case -e overrides. Cases
 run in file order and share the node: an interrupted download that resumes, the reference converge, a change of only
 the fraction, a capture OOM with on_capture_oom fail and retry, the automatic fraction, and secrets at -vvv.
 
@@ -149,7 +149,7 @@ def node(request, tmp_path_factory):
     n.sh("systemctl is-system-running --wait || true")
     p = playbook(
         n,
-        ["molecule/server/prepare.yml"],
+        ["tests/integration/server_prepare.yml"],
         json_out=False,
         env_extra={
             "MOLECULE_PROJECT_DIRECTORY": str(ROOT),
