@@ -1,9 +1,10 @@
 """The model and server stages (playbooks/model.yml, playbooks/server.yml) on one simulated node, sv1.
 
-The module boots sv1 (10.213.0.61, 8 x RTX PRO 6000), makes the SGLang stand-in importable in /opt/sglang/venv with
-tests/integration/server_prepare.yml, and runs the playbooks with inventories/sim/group_vars plus per-case -e overrides. Cases
-run in file order and share the node: an interrupted download that resumes, the reference converge, a change of only
-the fraction, a capture OOM with on_capture_oom fail and retry, the automatic fraction, and secrets at -vvv.
+The module boots sv1 (10.213.0.61, 8 x RTX PRO 6000), makes the SGLang stand-in importable in /opt/sglang/venv
+with tests/integration/server_prepare.yml, and runs the playbooks with inventories/sim/group_vars plus per-case -e
+overrides. Cases run in file order and share the node: an interrupted download that resumes, the reference converge, a
+change of only the fraction, a capture OOM with on_capture_oom fail and retry, the automatic fraction, and secrets at
+-vvv.
 
 Environment: SV_NODE_NAME / SV_NODE_IP override the node (names sv*, addresses 10.213.0.61-69).
 """
@@ -18,16 +19,12 @@ import subprocess
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 
 import pytest
+from _node_util import CALLBACKS, ROOT, VENV_BIN, sim_node
 
 pytestmark = pytest.mark.node
 
-ROOT = Path(__file__).resolve().parents[2]
-SIM_NODE = ROOT / "sim" / "node"
-CALLBACKS = Path(__file__).resolve().parent / "callback_plugins"
-VENV_BIN = ROOT / ".venv" / "bin"
 NODE = os.environ.get("SV_NODE_NAME", "sv1")
 IP = os.environ.get("SV_NODE_IP", "10.213.0.61")
 MIRROR = "http://10.213.0.1:8080"
@@ -35,10 +32,6 @@ MODEL = "/opt/models/GLM-5-NVFP4"
 SHARD = "model-00005-of-00008.safetensors"
 KV_TOKENS = 425664
 HUB_TOKEN = "hf_sim_test_token"  # a token the hub stand-in accepts
-
-
-def sim_node(*args, check=True):
-    return subprocess.run([str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=600)
 
 
 class Node:
@@ -124,7 +117,7 @@ def node(request, tmp_path_factory):
     request.addfinalizer(finalize)
     if NODE in sim_node("list", check=False).stdout.split():
         sim_node("down", NODE, check=False)
-    sim_node("up", NODE, IP, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05")
+    sim_node("up", NODE, IP, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", timeout=600)
     key = sim_node("ssh-key").stdout.strip()
     inv = work / "inventory"
     inv.mkdir()
