@@ -85,7 +85,7 @@ sim-clean:
 sanity: venv
 	@bash scripts/ansible-test-sanity
 
-bench: venv
+bench: venv ## prints the figures; exits non-zero when a target is missed
 	python tests/bench/bench_readiness.py
 
 lock:
