@@ -47,15 +47,8 @@ def test_packages_list_driver_branches_toolkits_and_metapackages(built):
     assert "Depends: nvidia-driver (= 580.95.05-1), nvidia-kernel-dkms (= 580.95.05-1) |" in text
 
 
-def test_release_signature_verifies_with_exported_key_only(built, tmp_path):
-    keyring = built["out"] / "keys" / "cuda-archive-keyring.gpg"
-    r = repo(built)
-    ok = subprocess.run(
-        ["gpgv", "--keyring", keyring, r / "Release.gpg", r / "Release"], capture_output=True, check=False
-    )
-    assert ok.returncode == 0, ok.stderr
-    ok = subprocess.run(["gpgv", "--keyring", keyring, r / "InRelease"], capture_output=True, check=False)
-    assert ok.returncode == 0, ok.stderr
+def other_key_env(tmp_path):
+    """A GNUPGHOME in tmp_path holding a freshly generated key that is not the mirror's."""
     other_home = tmp_path / "gnupg"
     other_home.mkdir(mode=0o700)
     env = dict(os.environ, GNUPGHOME=str(other_home))
@@ -77,6 +70,19 @@ def test_release_signature_verifies_with_exported_key_only(built, tmp_path):
         check=True,
         capture_output=True,
     )
+    return env
+
+
+def test_release_signature_verifies_with_exported_key_only(built, tmp_path):
+    keyring = built["out"] / "keys" / "cuda-archive-keyring.gpg"
+    r = repo(built)
+    ok = subprocess.run(
+        ["gpgv", "--keyring", keyring, r / "Release.gpg", r / "Release"], capture_output=True, check=False
+    )
+    assert ok.returncode == 0, ok.stderr
+    ok = subprocess.run(["gpgv", "--keyring", keyring, r / "InRelease"], capture_output=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    env = other_key_env(tmp_path)
     other = tmp_path / "other.gpg"
     subprocess.run(["gpg", "--batch", "--export", "-o", other], env=env, check=True)
     bad = subprocess.run(
@@ -188,27 +194,7 @@ def test_apt_get_update_and_download_over_http(built, server, tmp_path):
 def test_apt_get_refuses_repo_signed_by_another_key(built, server, tmp_path):
     wrong = tmp_path / "empty.gpg"
     wrong.write_bytes(b"")
-    other_home = tmp_path / "gnupg"
-    other_home.mkdir(mode=0o700)
-    env = dict(os.environ, GNUPGHOME=str(other_home))
-    subprocess.run(
-        [
-            "gpg",
-            "--batch",
-            "--pinentry-mode",
-            "loopback",
-            "--passphrase",
-            "",
-            "--quick-gen-key",
-            "Other <other@example.invalid>",
-            "ed25519",
-            "sign",
-            "never",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    env = other_key_env(tmp_path)
     subprocess.run(["gpg", "--batch", "--yes", "--export", "-o", wrong], env=env, check=True)
     subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False)
     up = _apt(tmp_path / "apt", wrong, server["apt"], "update")
