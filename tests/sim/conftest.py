@@ -59,6 +59,18 @@ def write_profile(path: Path, base: str = "rtx-pro-6000-x8.json", busy: dict[int
     return path
 
 
+def _proc_stats():
+    """(pid, fields after the command name) of every process in /proc/*/stat: state, ppid, pgrp, ..."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        yield int(entry), stat.rsplit(")", 1)[1].split()
+
+
 class Server:
     """One launcher process (its own session); its output (stdout + stderr) goes to a file."""
 
@@ -93,33 +105,11 @@ class Server:
         return self.proc.wait(timeout=timeout)
 
     def children(self) -> list[int]:
-        pids = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == self.proc.pid:
-                pids.append(int(entry))
-        return sorted(pids)
+        return sorted(pid for pid, fields in _proc_stats() if int(fields[1]) == self.proc.pid)
 
     def session_alive(self) -> list[int]:
         """PIDs still alive in the launcher's session (its process group), zombies excluded."""
-        alive = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[3]) == self.proc.pid and fields[0] != "Z":
-                alive.append(int(entry))
-        return alive
+        return [pid for pid, fields in _proc_stats() if int(fields[3]) == self.proc.pid and fields[0] != "Z"]
 
     def stop(self) -> None:
         # SIGTERM first: the launcher kills and reaps its ranks (no zombies left to init), then SIGKILL the group.
