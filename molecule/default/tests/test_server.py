@@ -42,10 +42,15 @@ def test_binds_loopback_only(host):
     assert not host.socket("tcp://0.0.0.0:30000").is_listening
 
 
-def test_env_file_is_root_only(host):
+HF_TOKEN = "hf_sim_test_token"  # set by converge.yml
+
+
+def test_env_file_is_root_only_and_the_only_place_with_the_token(host):
     f = host.file(ENV_FILE)
-    if f.exists:  # only written when a token or key is set
-        assert f.mode == 0o600 and f.user == "root"
+    assert f.exists and f.mode == 0o600 and f.user == "root"
+    assert f"HF_TOKEN={HF_TOKEN}" in f.content_string
+    hits = host.run(f"grep -rlF {HF_TOKEN} /etc /opt /var /root /home /tmp 2>/dev/null").stdout.split()
+    assert hits == [ENV_FILE]
 
 
 def test_unit_keeps_secrets_out_and_cuda_in(host):
