@@ -1,4 +1,4 @@
-"""Issue 3 on a simulated node: the stand-in as a systemd unit, its HTTP API read from the controller.
+"""On a simulated node: the stand-in as a systemd unit, its HTTP API read from the controller.
 
 /health answers 503 while the server warms up and 200 once it is ready; /v1/models and /server_info report the
 served model and the calibrated KV pool (RTX PRO 6000 x 8, GLM-5-like NVFP4, TP 8, --mem-fraction-static 0.88).
@@ -70,4 +70,4 @@ def test_health_503_then_200_and_server_info(case_node):
     first_503 = next(t for t, c in seen if c == 503)
     first_200 = next(t for t, c in seen if c == 200)
     print(f"\n/health from the controller: {seen}")
-    record("issue3 /health 503->200", "ready", None, None, f"503 at {first_503:.2f} s, 200 at {first_200:.2f} s")
+    record("stand-in /health 503->200", "ready", None, None, f"503 at {first_503:.2f} s, 200 at {first_200:.2f} s")

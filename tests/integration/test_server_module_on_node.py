@@ -1,4 +1,4 @@
-"""Issue 5 on a simulated node: llmops.sglang.sglang_server through ansible-playbook, ready and every failure class.
+"""On a simulated node: llmops.sglang.sglang_server through ansible-playbook, ready and every failure class.
 
 Each case rewrites the unit's drop-in (ExecStart / Environment) and lets the module restart ``sglang.service``
 (state: restarted, log_source: file). "Seconds from event" is measured on the node's clock: the event is the log's own
@@ -27,7 +27,7 @@ from _node_util import (
 
 pytestmark = pytest.mark.node
 
-FAIL_FAST = 2.0  # seconds from the failure event to the module's decision (issue 5 acceptance)
+FAIL_FAST = 2.0  # seconds from the failure event to the module's decision (the fail-fast bound)
 KV_TOKENS = 425664
 READY_TEXT = "The server is fired up and ready to roll!"
 

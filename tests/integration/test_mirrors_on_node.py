@@ -1,4 +1,4 @@
-"""Issue 4 on a simulated node: the signed NVIDIA-style apt repo, the package index and the SGLang stand-in's
+"""On a simulated node: the signed NVIDIA-style apt repo, the package index and the SGLang stand-in's
 pip install, all from the local mirrors on the bridge (no role involved: this proves the mirrors themselves).
 
 One node (mn1, 10.213.0.71, no driver) for the module; the finalizer powers off exactly that node.
