@@ -23,6 +23,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sglang.srt.entrypoints import engine
+from sglang.srt.metrics.collector import TokenizerMetrics, metrics_text
 from sglang.srt.sim_faults import FaultInjector
 from sglang.srt.utils.common import CHILD_PROCESSES, get_exception_traceback, kill_process_tree, sim_sleep
 from sglang.version import __version__
@@ -86,6 +87,7 @@ class TokenizerManager:
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.startup_time = 0.0
+        self.metrics = TokenizerMetrics()
 
     def _roundtrip(self, req: dict, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -115,6 +117,8 @@ class TokenizerManager:
         self.num_requests += 1
         self.prompt_tokens += input_len
         self.generation_tokens += len(words)
+        e2e = time.time() - tic
+        self.metrics.observe_one_finished_request(input_len, len(words), e2e, e2e)
         return {
             "rid": rid,
             "text": " " + " ".join(words) if words else "",
@@ -306,7 +310,7 @@ def make_handler(tm: TokenizerManager):
             if not sa.enable_metrics:
                 self._json(404, {"detail": "Not Found"})
                 return
-            self._send(200, _metrics_text(tm).encode(), "text/plain; version=0.0.4; charset=utf-8")
+            self._send(200, _metrics(tm).encode(), "text/plain; version=0.0.4; charset=utf-8")
 
         def ping(self, path):
             self._send(200)
@@ -443,36 +447,15 @@ _GET_ROUTES = {
 _POST_ROUTES = {"/generate": "generate", "/v1/chat/completions": "chat", "/v1/completions": "completions"}
 
 
-def _metrics_text(tm: TokenizerManager) -> str:
-    sa = tm.server_args
-    labels = f'engine_type="unified",model_name="{sa.served_model_name}",pp_rank="0",tp_rank="0"'
-    info = tm.info
-    rows = [
-        ("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens", info.get("max_total_num_tokens", 0)),
-        ("sglang:is_cuda_graph", "gauge", "Whether the batch is using CUDA graph", 0 if sa.disable_cuda_graph else 1),
-        ("sglang:num_running_reqs", "gauge", "The number of running requests", 0),
-        ("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue", 0),
-        ("sglang:num_used_tokens", "gauge", "The number of used tokens", 0),
-        ("sglang:token_usage", "gauge", "The token usage", 0),
-        ("sglang:gen_throughput", "gauge", "The generation throughput (token/s)", 0),
-        ("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate", 0),
-        ("sglang:engine_startup_time", "gauge", "The time taken for the engine to start up", tm.startup_time),
-        (
-            "sglang:engine_load_weights_time",
-            "gauge",
-            "The time taken for the engine to load weights",
-            info.get("load_weights_time", 0.0),
-        ),
-        ("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", tm.prompt_tokens),
-        ("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", tm.generation_tokens),
-        ("sglang:num_requests_total", "counter", "Number of requests processed.", tm.num_requests),
-    ]
-    out = []
-    for name, kind, help_text, value in rows:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        out.append(f"{name}{{{labels}}} {float(value)}")
-    return "\n".join(out) + "\n"
+def _metrics(tm: TokenizerManager) -> str:
+    info, sa = tm.info, tm.server_args
+    gauges = {
+        "sglang:max_total_num_tokens": info.get("max_total_num_tokens", 0),
+        "sglang:is_cuda_graph": 0 if sa.disable_cuda_graph else 1,
+        "sglang:engine_startup_time": tm.startup_time,
+        "sglang:engine_load_weights_time": info.get("load_weights_time", 0.0),
+    }
+    return metrics_text(sa, gauges, tm.metrics)
 
 
 def _local_opener():
