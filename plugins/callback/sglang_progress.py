@@ -20,15 +20,37 @@ description:
     go to stderr so the JSON on stdout stays valid.
   - Retries (C(until)/C(retries) with the module's O(llmops.sglang.sglang_server#module:wait_budget)) arrive as
     C(v2_runner_retry) events, which carry the structured result while the task still runs.
+  - At the end of the play it also writes the fleet report, C(<report_dir>/<UTC time>/index.html) (one
+    self-contained page) and C(report.json) beside it, from the deployment records, the server results, the memory
+    plans and the failed tasks it saw, and prints the page's path. C(bin/sglang-report) renders the same page from
+    saved records.
 requirements:
   - enable in ansible.cfg (C(callbacks_enabled = llmops.sglang.sglang_progress)) or ANSIBLE_CALLBACKS_ENABLED
+options:
+  report_dir:
+    description:
+      - Directory the fleet report is written under, one subdirectory per run. A relative path is taken from the
+        playbook's directory. An empty value writes no report.
+      - A report is written only when the play ran the server stage (a server result or a deployment record).
+    type: str
+    default: reports
+    env:
+      - name: SGLANG_REPORT_DIR
+    ini:
+      - section: callback_sglang_progress
+        key: report_dir
 """
+
+import os
 
 import re
 import sys
 
 from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_report as report
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import memory_segments
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import render as render_report
 
 ACTIONS = ("llmops.sglang.sglang_server", "sglang_server")
 PLAN_ACTIONS = ("llmops.sglang.sglang_plan", "sglang_plan")
@@ -119,21 +141,6 @@ def render_live(host, res, attempt=None, retries=None):
     return " ".join(bits)
 
 
-def memory_segments(fig, pre_load=None):
-    """GiB per segment of one GPU: weights, kv, graphs, other (pre-load memory not otherwise explained), free."""
-    weights = fig.get("weights_gb") or 0.0
-    kv = fig.get("kv_size_gb") or 0.0
-    graphs = fig.get("cuda_graph_mem_gb") or 0.0
-    free = fig.get("avail_after_graph_gb")
-    if free is None:
-        free = fig.get("avail_after_pool_gb")
-    if free is None:
-        free = fig.get("avail_after_weights_gb") or 0.0
-    known = weights + kv + graphs + free
-    other = max(0.0, pre_load - known) if pre_load else 0.0
-    return {"weights": weights, "kv": kv, "graphs": graphs, "other": other, "free": free}
-
-
 def render_bar(segments, width=BAR_WIDTH):
     total = sum(segments.values())
     if total <= 0:
@@ -201,6 +208,11 @@ class CallbackModule(CallbackBase):
         super().__init__(display=display)
         self._final = {}
         self._plans = {}
+        self._records = {}
+        self._failed = {}
+        self._unreachable = {}
+        self._basedir = None
+        self._playbook = None
         stdout_cb = ""
         try:
             stdout_cb = C.config.get_config_value("DEFAULT_STDOUT_CALLBACK") or ""
@@ -241,16 +253,31 @@ class CallbackModule(CallbackBase):
         if res.get("done") is not False:
             self._final[host] = res
 
+    def v2_playbook_on_start(self, playbook):
+        self._basedir = getattr(playbook, "_basedir", None)
+        self._playbook = os.path.basename(getattr(playbook, "_file_name", "") or "") or None
+
     def v2_runner_on_ok(self, result):
         action = getattr(result.task, "action", None) or ""
         res = result.result
+        facts = res.get("ansible_facts") if isinstance(res, dict) else None
+        if isinstance(facts, dict) and isinstance(facts.get("server_deployment"), dict):
+            self._records[result.host.get_name()] = facts["server_deployment"]  # roles/server/tasks/record.yml
+            return
         if action in PLAN_ACTIONS and isinstance(res, dict) and res.get("plan") and "retry" not in res:
             self._plans[result.host.get_name()] = res["plan"]  # the plan of the attempt that follows
             return
         self._final_result(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
+        if not ignore_errors:
+            res = result.result if isinstance(result.result, dict) else {}
+            self._failed[result.host.get_name()] = {"task": result.task.get_name(), "msg": res.get("msg", "")}
         self._final_result(result)
+
+    def v2_runner_on_unreachable(self, result):
+        res = result.result if isinstance(result.result, dict) else {}
+        self._unreachable[result.host.get_name()] = {"task": result.task.get_name(), "msg": res.get("msg", "")}
 
     def v2_playbook_on_stats(self, stats):
         for host in sorted(self._final):
@@ -258,3 +285,35 @@ class CallbackModule(CallbackBase):
             planned = planned_text(self._plans.get(host), self._final[host])
             if planned:
                 self._emit("  " + planned)
+        path = self._write_report(stats)
+        if path:
+            self._emit("[sglang] report: %s" % path)
+
+    def _write_report(self, stats):
+        """The fleet report of this play (see the report_dir option); its path, or None when none was written."""
+        try:
+            base = self.get_option("report_dir")
+        except KeyError:  # options never loaded: constructed outside a play, so nowhere to put a report
+            return None
+        if not base or not (self._final or self._records):
+            return None
+        base = os.path.join(self._basedir or os.getcwd(), os.path.expanduser(base))
+        hosts = set(self._final) | set(self._records) | set(self._failed) | set(self._unreachable)
+        hosts |= set(getattr(stats, "processed", {}) or {})
+        entries = [
+            report.host_entry(
+                host,
+                record=self._records.get(host),
+                result=self._final.get(host),
+                plan=self._plans.get(host),
+                failed_task=self._failed.get(host),
+                unreachable=self._unreachable.get(host),
+            )
+            for host in sorted(hosts)
+        ]
+        data = report.build_report(entries, playbook=self._playbook)
+        try:
+            return os.path.abspath(report.write_report(data, render_report(data), report.report_dir(base)))
+        except OSError as exc:
+            self._emit("[sglang] report: not written (%s: %s)" % (exc.filename or base, exc.strerror or exc))
+            return None

@@ -239,6 +239,12 @@ log_tail:
   returned: on failure
   type: list
   elements: str
+failure:
+  description: The log line with the failure signature the outcome rests on, its rank and the phase it stopped in.
+  returned: on failure, when the log showed a failure signature
+  type: dict
+  sample: {"outcome": "oom_cuda_graph", "line": "Exception: Capture cuda graph failed: CUDA out of memory. ...",
+           "rank": "TP3", "phase": "cuda_graph_capturing"}
 unit:
   description: systemd state of the unit (ActiveState, SubState, MainPID, ExecMainStatus, InvocationID).
   returned: when O(name) is set
@@ -522,6 +528,8 @@ def build_result(log, status, launch_time, clock=time.time):
         out["suggestion"] = {"action": "read_log", "last_error": log.last_error}
     if status in ("failed", "died", "stalled", "timeout"):
         out["log_tail"] = list(log.tail)
+        if res["failure"]:
+            out["failure"] = {k: res["failure"].get(k) for k in ("outcome", "line", "rank", "phase")}
     return out
 
 

@@ -1,0 +1,357 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The fleet report's data: one JSON document per run, built from what the play recorded.
+
+Inputs, per host (any of them may be missing):
+
+* the deployment record the server role writes on the host (``deployment.json``, roles/server/tasks/record.yml),
+* the last result of ``llmops.sglang.sglang_server`` (outcome, phase, milestones, per-rank figures, diagnosis,
+  log tail),
+* the memory plan of ``llmops.sglang.sglang_plan``,
+* the last task that failed on the host, when the play stopped before or outside the server stage.
+
+``build_report`` turns them into the report document (schema ``SCHEMA``); ``sglang_report_html.render`` draws it.
+This module only reshapes numbers that SGLang logged; it computes no memory arithmetic of its own.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+
+SCHEMA = "llmops.sglang/report-v1"
+
+# Start-up phases in the order SGLang reaches them (the milestone names of sglang_server), and the label of the
+# interval that *starts* at each one: the interval started -> weights_loading is "launch", and so on.
+PHASE_ORDER = (
+    "started",
+    "weights_loading",
+    "weights_loaded",
+    "kv_allocated",
+    "memory_pool_ready",
+    "cuda_graph_capturing",
+    "cuda_graph_captured",
+    "http_up",
+    "ready",
+)
+INTERVAL_LABELS = {
+    "started": "launch",
+    "weights_loading": "weight load",
+    "weights_loaded": "KV cache",
+    "kv_allocated": "memory pool",
+    "memory_pool_ready": "graph prep",
+    "cuda_graph_capturing": "CUDA graph capture",
+    "cuda_graph_captured": "HTTP start",
+    "http_up": "warm-up",
+}
+SEGMENTS = ("weights", "kv", "graphs", "other", "free")
+VERSION_KEYS = (
+    "driver",
+    "cuda",
+    "torch",
+    "torch_cuda",
+    "sglang_version",
+    "sglang_commit",
+    "model_repo_id",
+    "model_revision",
+    "model_commit",
+)
+_RANK_SPLIT = re.compile(r"(\d+)")
+
+
+class ReportInputError(ValueError):
+    """An input file that is neither a saved report nor a deployment record."""
+
+
+def rank_key(label):
+    """'TP10' sorts after 'TP2': compare the numbers, not the text."""
+    return [int(p) if p.isdigit() else p for p in _RANK_SPLIT.split(label or "")]
+
+
+def _num(value):
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def memory_segments(fig, pre_load=None, total=None):
+    """GiB of one GPU split into weights, KV cache, CUDA graphs, other and free, from the figures SGLang logged.
+
+    "free" is what SGLang reported last (after capture, else after the pool, else after weights); "other" is the
+    rest of the card that no logged figure explains (CUDA context, NCCL buffers, activations): the GPU's total
+    memory when known, else the free memory seen before loading, minus the four logged parts.
+    """
+    weights = _num(fig.get("weights_gb")) or 0.0
+    kv = _num(fig.get("kv_size_gb")) or 0.0
+    graphs = _num(fig.get("cuda_graph_mem_gb")) or 0.0
+    free = None
+    for key in ("avail_after_graph_gb", "avail_after_pool_gb", "avail_after_weights_gb"):
+        free = _num(fig.get(key))
+        if free is not None:
+            break
+    free = free or 0.0
+    known = weights + kv + graphs + free
+    ceiling = _num(total) or _num(pre_load)
+    other = max(0.0, ceiling - known) if ceiling else 0.0
+    return {"weights": weights, "kv": kv, "graphs": graphs, "other": other, "free": free}
+
+
+def timeline(milestones, elapsed=None, outcome=None):
+    """Intervals between consecutive milestones, in launch order, plus where the start-up ended.
+
+    Returns {"phases": [{"phase", "label", "start", "end"}], "end": seconds, "failed_at": seconds|None}.
+    The last reached milestone runs until ``elapsed`` when the start-up did not reach "ready".
+    """
+    points = []
+    for name in PHASE_ORDER:
+        raw = (milestones or {}).get(name)
+        t = _num(raw.get("t")) if isinstance(raw, dict) else _num(raw)  # StartupLog keeps {"t": ..}
+        if t is not None:
+            points.append((name, float(t)))
+    points.sort(key=lambda p: (p[1], PHASE_ORDER.index(p[0])))
+    end = _num(elapsed)
+    last_t = points[-1][1] if points else 0.0
+    end = max(float(end), last_t) if end is not None else last_t
+    phases = []
+    for i, (name, t) in enumerate(points):
+        if name == "ready":
+            break
+        stop = points[i + 1][1] if i + 1 < len(points) else end
+        phases.append({"phase": name, "label": INTERVAL_LABELS.get(name, name), "start": t, "end": stop})
+    failed = outcome not in (None, "ready")
+    return {"phases": phases, "end": end, "failed_at": end if failed else None}
+
+
+def _gpu_total_gib(record, result):
+    mib = _num((record or {}).get("gpu_memory_mib"))
+    if mib:
+        return mib / 1024.0
+    return None
+
+
+def _versions(record):
+    rec = record or {}
+    model = rec.get("model") or {}
+    out = {
+        "driver": rec.get("driver"),
+        "cuda": rec.get("cuda"),
+        "torch": rec.get("torch"),
+        "torch_cuda": rec.get("torch_cuda"),
+        "sglang_version": rec.get("sglang_version"),
+        "sglang_commit": rec.get("sglang_commit"),
+        "model_repo_id": model.get("repo_id"),
+        "model_revision": model.get("revision"),
+        "model_commit": model.get("commit"),
+    }
+    return {k: (None if v in ("", None) else str(v)) for k, v in out.items()}
+
+
+def _ranks_from_record(rec):
+    """Per-rank figures of a record: the full 'ranks' map when present, else the older per-figure maps."""
+    if isinstance(rec.get("ranks"), dict) and rec["ranks"]:
+        return rec["ranks"]
+    ranks = {}
+    for field, key in (
+        ("kv_tokens", "kv_tokens_per_rank"),
+        ("kv_size_gb", "kv_size_gb_per_rank"),
+        ("avail_after_pool_gb", "avail_after_pool_gb_per_rank"),
+        ("cuda_graph_mem_gb", "cuda_graph_mem_gb_per_rank"),
+    ):
+        for label, value in (rec.get(key) or {}).items():
+            ranks.setdefault(label, {})[field] = value
+    return ranks
+
+
+def _kv(plan, ranks, max_total, record):
+    mem = (record or {}).get("memory") or {}
+    plan = plan or mem.get("planned") or {}
+    planned = _num(plan.get("kv_tokens")) if isinstance(plan, dict) else None
+    tokens = [_num(f.get("kv_tokens")) for f in ranks.values() if _num(f.get("kv_tokens")) is not None]
+    actual = min(tokens) if tokens else _num(max_total)
+    out = {
+        "planned": int(planned) if planned is not None else None,
+        "actual": int(actual) if actual is not None else None,
+        "max_total_num_tokens": int(max_total) if _num(max_total) is not None else None,
+        "planned_mem_fraction_static": _num(plan.get("mem_fraction_static")) if isinstance(plan, dict) else None,
+        "verdict": plan.get("verdict") if isinstance(plan, dict) else None,
+        "effective_mem_fraction_static": _num(mem.get("effective_mem_fraction_static")),
+        "delta_pct": None,
+    }
+    if out["planned"] and out["actual"] is not None:
+        out["delta_pct"] = round(100.0 * (out["actual"] - out["planned"]) / out["planned"], 2)
+    return out
+
+
+def _evidence(failure_line, tail):
+    """Indexes of the log-tail lines that carry the failure signature the diagnosis rests on."""
+    if not failure_line or not tail:
+        return []
+    needle = str(failure_line).strip()[:200]
+    return [i for i, line in enumerate(tail) if needle and needle in str(line)]
+
+
+def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, unreachable=None):
+    """One host of the report from whatever the run left for it (see the module docstring)."""
+    rec = record or {}
+    res = result or {}
+    ranks = res.get("ranks") or _ranks_from_record(rec)
+    totals = res.get("totals") or rec.get("totals") or {}
+    pre_load = _num(totals.get("pre_load_min_gb"))
+    total = _gpu_total_gib(rec, res)
+    outcome = res.get("outcome") or rec.get("outcome")
+    if outcome is None:
+        if unreachable:
+            outcome = "unreachable"
+        elif failed_task:
+            outcome = "failed"
+        elif rec:
+            outcome = "ready" if rec.get("milestones", {}).get("ready") is not None else "unknown"
+        else:
+            outcome = "not_started"
+    if failed_task and outcome == "ready":
+        outcome = "failed"  # SGLang came up but a later task (smoke test, metrics check) failed
+    gpus = []
+    for label in sorted(ranks, key=rank_key):
+        fig = ranks[label] or {}
+        seg = memory_segments(fig, pre_load, total)
+        gpus.append(
+            {
+                "rank": label or "GPU",
+                "segments": {k: round(v, 3) for k, v in seg.items()},
+                "total_gb": round(sum(seg.values()), 3),
+                "kv_tokens": fig.get("kv_tokens"),
+                "avail_after_pool_gb": fig.get("avail_after_pool_gb"),
+            }
+        )
+    tail = [str(x) for x in (res.get("log_tail") or rec.get("log_tail") or [])]
+    failure = res.get("failure") or rec.get("failure") or {}
+    failure_line = failure.get("line") if isinstance(failure, dict) else None
+    elapsed = res.get("elapsed", rec.get("startup_seconds"))
+    entry = {
+        "host": str(host),
+        "replica": str(rec.get("replica") or host),
+        "outcome": outcome,
+        "phase": res.get("phase") or rec.get("phase"),
+        "format": res.get("format") or rec.get("log_format"),
+        "url": rec.get("url"),
+        "unit": rec.get("unit"),
+        "gpu_name": rec.get("gpu_name"),
+        "gpu_count": rec.get("gpus"),
+        "gpu_memory_gib": round(total, 2) if total else None,
+        "versions": _versions(rec),
+        "gpus": gpus,
+        "timeline": timeline(res.get("milestones") or rec.get("milestones"), elapsed, outcome),
+        "kv": _kv(plan, ranks, res.get("max_total_num_tokens", rec.get("max_total_num_tokens")), rec),
+        "attempts": list(((rec.get("memory") or {}).get("attempts")) or []),
+        "smoke_test": rec.get("smoke_test"),
+        "metrics_check": rec.get("metrics_check"),
+        "diagnosis": None,
+        "suggestion": None,
+        "failure_line": None,
+        "log_excerpt": [],
+        "evidence_lines": [],
+        "failed_task": None,
+    }
+    if outcome != "ready":
+        entry["diagnosis"] = res.get("diagnosis") or rec.get("diagnosis")
+        entry["suggestion"] = res.get("suggestion") or rec.get("suggestion")
+        entry["failure_line"] = failure_line
+        entry["log_excerpt"] = tail
+        entry["evidence_lines"] = _evidence(failure_line, tail)
+    if failed_task:
+        entry["failed_task"] = {"task": str(failed_task.get("task") or ""), "msg": str(failed_task.get("msg") or "")}
+    if unreachable:
+        entry["failed_task"] = {"task": str(unreachable.get("task") or ""), "msg": str(unreachable.get("msg") or "")}
+    return entry
+
+
+def build_report(hosts, playbook=None, generated_at=None):
+    """The report document from host entries (``host_entry``), grouped into replicas."""
+    hosts = sorted(hosts, key=lambda h: h["host"])
+    replicas = {}
+    for h in hosts:
+        replicas.setdefault(h["replica"], []).append(h)
+    rep_list = []
+    for name in sorted(replicas):
+        members = replicas[name]
+        outcomes = {m["outcome"] for m in members}
+        rep_list.append(
+            {
+                "name": name,
+                "hosts": [m["host"] for m in members],
+                "outcome": "ready" if outcomes == {"ready"} else sorted(outcomes - {"ready"})[0],
+            }
+        )
+    when = generated_at or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "schema": SCHEMA,
+        "generated_at": when,
+        "playbook": playbook,
+        "summary": {
+            "hosts": len(hosts),
+            "ready": sum(1 for h in hosts if h["outcome"] == "ready"),
+            "failed": sum(1 for h in hosts if h["outcome"] != "ready"),
+        },
+        "replicas": rep_list,
+        "hosts": hosts,
+    }
+
+
+def load_input(path, host=None):
+    """(host entries, the saved report or None) of a saved report (its entries) or a deployment record (one entry).
+
+    The host of a record is its ``host`` key, else ``host``, else the file name without ``.json``
+    (``deployment.json`` on its own is named after the directory it is in).
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read().decode("utf-8"))
+    except OSError as exc:
+        raise ReportInputError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReportInputError("%s is not JSON (%s)" % (path, str(exc).splitlines()[0])) from None
+    if not isinstance(data, dict):
+        raise ReportInputError("%s holds a JSON %s, not an object" % (path, type(data).__name__))
+    if data.get("schema") == SCHEMA:
+        return list(data.get("hosts") or []), data
+    if "milestones" in data and ("flags" in data or "model" in data):
+        name = data.get("host") or host
+        if not name:
+            stem = os.path.splitext(os.path.basename(path))[0]
+            name = os.path.basename(os.path.dirname(os.path.abspath(path))) if stem == "deployment" else stem
+        return [host_entry(name, record=data)], None
+    raise ReportInputError(
+        "%s is neither a saved report (schema %s) nor a deployment record (keys milestones and flags)" % (path, SCHEMA)
+    )
+
+
+def report_dir(base, when=None):
+    """``base``/<UTC time>, e.g. reports/20261130-064210 (a suffix -2, -3... when two runs share a second)."""
+    stamp = (when or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    path = os.path.join(base, stamp)
+    n = 2
+    while os.path.exists(path):
+        path = os.path.join(base, "%s-%d" % (stamp, n))
+        n += 1
+    return path
+
+
+def write_report(data, html_text, out_dir):
+    """Write index.html and report.json into ``out_dir`` (created); return the path of index.html."""
+    os.makedirs(out_dir, exist_ok=True)
+    json_path = os.path.join(out_dir, "report.json")
+    html_path = os.path.join(out_dir, "index.html")
+    for path, text in ((json_path, json.dumps(data, indent=2, sort_keys=True) + "\n"), (html_path, html_text)):
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    return html_path
