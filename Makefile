@@ -92,3 +92,22 @@ lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \
 	/tmp/llmops-lock/bin/pip install -q $$(sed -n '/^# Top-level/,/^# Their/p' requirements.txt | grep -v '^#') && \
 	/tmp/llmops-lock/bin/pip freeze
+
+# --- the fleet report (bin/sglang-report, docs/report.md) -------------------------------------------------------
+# Debian's chromium for the report's browser test (tests/browser) and the docs screenshot.
+HOST_PKGS += chromium
+SGLANG_RELEASES ?= /var/cache/llmops-sglang-releases
+.PHONY: report-screenshot fetch-sglang-wheel
+
+report-screenshot: venv ## docs/report-demo.png: the demo's report (saved from a demo run) in headless Chromium
+	@rm -rf build/report-demo
+	python bin/sglang-report --out build/report-demo tests/fixtures/report/ready.json >/dev/null
+	python scripts/headless_chromium.py build/report-demo/index.html --screenshot docs/report-demo.png >/dev/null
+	@echo "report-screenshot: docs/report-demo.png"
+
+fetch-sglang-wheel: venv ## the real sglang 0.5.9 wheel (PyPI) that the metric names are checked against
+	@mkdir -p $(SGLANG_RELEASES); \
+	if ! ls $(SGLANG_RELEASES)/sglang-0.5.9-*.whl >/dev/null 2>&1; then \
+	  t=$$(mktemp -d $(SGLANG_RELEASES)/.tmp-report-XXXX); \
+	  python -m pip download -q sglang==0.5.9 --no-deps -d "$$t" && mv "$$t"/sglang-0.5.9-*.whl $(SGLANG_RELEASES)/; \
+	  rm -rf "$$t"; fi; ls $(SGLANG_RELEASES)/sglang-0.5.9-*.whl

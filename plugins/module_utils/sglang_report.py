@@ -108,7 +108,8 @@ def timeline(milestones, elapsed=None, outcome=None):
     """Intervals between consecutive milestones, in launch order, plus where the start-up ended.
 
     Returns {"phases": [{"phase", "label", "start", "end"}], "end": seconds, "failed_at": seconds|None}.
-    The last reached milestone runs until ``elapsed`` when the start-up did not reach "ready".
+    The last reached milestone runs until ``elapsed`` when the start-up did not reach "ready", else the timeline
+    ends at the "ready" milestone.
     """
     points = []
     for name in PHASE_ORDER:
@@ -120,6 +121,8 @@ def timeline(milestones, elapsed=None, outcome=None):
     end = _num(elapsed)
     last_t = points[-1][1] if points else 0.0
     end = max(float(end), last_t) if end is not None else last_t
+    if points and points[-1][0] == "ready":
+        end = last_t  # the wait may return a moment after the ready line; the start-up ended there
     phases = []
     for i, (name, t) in enumerate(points):
         if name == "ready":
