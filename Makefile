@@ -92,3 +92,8 @@ lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \
 	/tmp/llmops-lock/bin/pip install -q $$(sed -n '/^# Top-level/,/^# Their/p' requirements.txt | grep -v '^#') && \
 	/tmp/llmops-lock/bin/pip freeze
+
+# --- grammar (issue 14): the versions table against every real SGLang release (downloads; not part of make test)
+.PHONY: conformance
+conformance: venv ## downloads sglang wheels 0.4.4..newest into /var/cache/llmops-sglang-releases
+	python scripts/sglang_conformance.py
