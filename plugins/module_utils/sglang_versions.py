@@ -65,6 +65,8 @@ def E(id, kind, starts, line, first, last, meaning, probe=None, source=None):  #
 MR = "sglang/srt/model_executor/model_runner.py"
 MP = "sglang/srt/mem_cache/memory_pool.py"
 CGR = "sglang/srt/model_executor/cuda_graph_runner.py"
+# "Capture cuda graph", as a literal or through the device -> name mapping (0.5.2-0.5.13)
+CAPTURE_OLD = r"^Capture (cuda graph|\{[^}]*'cuda graph'\}|\{graph_backend\[self\.device\]\})"
 
 # fmt: off
 ENTRIES = (
@@ -128,13 +130,13 @@ ENTRIES = (
       "decode batch sizes to capture", r"^Capture cuda graph bs ", CGR),
     E("capture_begin_avail", "capture", (), r"^Capture cuda graph begin\..*avail mem=", "0.4.4", "0.5.13.post1",
       "decode capture begins, free memory",
-      r"^Capture (cuda graph|\{[^}]*'cuda graph'\}|\{graph_backend\[self\.device\]\}) begin\. This can take up to several minutes\. avail", MR),
+      CAPTURE_OLD + r" begin\. This can take up to several minutes\. avail", MR),
     E("capture_end_avail_first", "capture", (), r"^Capture cuda graph end\. Time elapsed: .*avail mem=.*mem usage=",
       "0.4.4", "0.4.6", "decode capture end, avail mem before mem usage",
       r"^Capture cuda graph end\. Time elapsed: \{[^}]*\} s\. avail mem=", MR),
     E("capture_end_usage_first", "capture", (), r"^Capture cuda graph end\. Time elapsed: .*mem usage=.*avail mem=",
       "0.4.6.post1", "0.5.13.post1", "decode capture end, mem usage before avail mem",
-      r"^Capture (cuda graph|\{[^}]*'cuda graph'\}|\{graph_backend\[self\.device\]\}) end\. Time elapsed: \{[^}]*\} s\. mem usage=", MR),
+      CAPTURE_OLD + r" end\. Time elapsed: \{[^}]*\} s\. mem usage=", MR),
     E("capture_piecewise", "capture", (), r"^Capture piecewise CUDA graph (begin|end)", "0.5.6", "0.5.13.post1",
       "piecewise (prefill) graph capture", r"^Capture piecewise CUDA graph (begin|end)", MR),
     E("capture_draft_old", "capture", (), r"^Capture draft (extend )?cuda graph (begin|end)", "0.4.4", "0.5.13.post1",
