@@ -97,3 +97,9 @@ lock:
 .PHONY: conformance
 conformance: venv ## downloads sglang wheels 0.4.4..newest into /var/cache/llmops-sglang-releases
 	python scripts/sglang_conformance.py
+
+# --- grammar (issue 15): doctor throughput on a generated 1 GiB log vs grep -F, peak RSS, a file without newlines
+.PHONY: bench-doctor
+bench: bench-doctor
+bench-doctor: venv
+	python tests/bench/bench_doctor.py

@@ -36,27 +36,25 @@ def _failed_rank(log):
 
 
 def _graph_failure_advice(log, stage):
-    """Advice for a prefill/piecewise graph failure: the decode graphs are not the problem."""
+    """Advice for a prefill/piecewise graph failure: the decode graphs are not the problem, and the flag that turns
+    the failing graphs off depends on the release (sglang_versions.FLAGS, checked by make conformance)."""
     w = log.window
+    base = {"action": "disable_prefill_cuda_graph", "stage": stage}
     if stage == "piecewise" and versions.flag_in("--disable-piecewise-cuda-graph", w):
-        flag, args = "--disable-piecewise-cuda-graph", ["--disable-piecewise-cuda-graph"]
+        base.update(flag="--disable-piecewise-cuda-graph", args=["--disable-piecewise-cuda-graph"])
+        how = "relaunch with --disable-piecewise-cuda-graph"
     elif stage == "piecewise" and versions.flag_in("--enable-piecewise-cuda-graph", w):
-        flag, args = "--enable-piecewise-cuda-graph", []
-        return (
-            "Launch without --enable-piecewise-cuda-graph (the piecewise prefill graphs are opt-in in this release).",
-            {"action": "disable_prefill_cuda_graph", "flag": flag, "remove": True, "stage": stage},
-        )
-    elif versions.flag_in("--disable-prefill-cuda-graph", w) and w.at_least("0.5.14"):
-        flag, args = "--disable-prefill-cuda-graph", ["--disable-prefill-cuda-graph"]
+        base.update(flag="--enable-piecewise-cuda-graph", remove=True, args=[])
+        how = "relaunch without --enable-piecewise-cuda-graph (piecewise graphs are opt-in in this release)"
+    elif versions.flag_in("--cuda-graph-backend-prefill", w) and w.at_least("0.5.14"):
+        base.update(flag="--cuda-graph-backend-prefill", args=["--cuda-graph-backend-prefill", "disabled"])
+        how = "relaunch with --cuda-graph-backend-prefill disabled"
     else:
-        return (
-            "Disable the prefill/piecewise CUDA graphs of this release (the decode graphs are not the problem).",
-            {"action": "disable_prefill_cuda_graph", "stage": stage},
+        how = (
+            "turn off this release's prefill/piecewise CUDA graphs (the release window %s is too wide to name the "
+            "flag)" % w.label
         )
-    return (
-        "The failing capture was the %s graph, not the decode graphs: relaunch with %s." % (stage, flag),
-        {"action": "disable_prefill_cuda_graph", "flag": flag, "args": args, "stage": stage},
-    )
+    return "The failing capture was the %s graph, not the decode graphs: %s." % (stage, how), base
 
 
 def capture_oom(log):

@@ -86,7 +86,7 @@ _TRAILING_NUM_RE = re.compile(r"-?\d+(?:\.\d*)?$")
 
 # The prefilter: message starts after "] " (prefixed lines) and line starts (tracebacks, hints, old uvicorn).
 _STARTS_RE = versions.starts_regex()
-_PASS_PREFIXED = re.compile(rb"\] " + versions.line_starts_regex())
+_PASS_PREFIXED = re.compile(rb"\] " + versions.line_starts_regex(generic_exceptions=False))
 _PASS_LINE = re.compile(rb"\n" + versions.line_starts_regex())
 _LINE_AT = re.compile(versions.line_starts_regex())
 _PASS_CR = re.compile(rb"\r" + _STARTS_RE)
@@ -104,6 +104,8 @@ class StartupLog(FailureMixin):
         self._buf = b""
         self._skipping = False
         self._pass_inner = None  # journald/docker: where an unprefixed line's text starts
+        self._pass_inner_rx = None
+        self._detected = False
         self._clock = clock
         self.ranks = {}
         self.rank_order = []
@@ -149,27 +151,39 @@ class StartupLog(FailureMixin):
             chunk = chunk.encode("utf-8", "surrogateescape")
         if not chunk:
             return
-        self.bytes_read += len(chunk)
-        data = self._buf + chunk if self._buf else bytes(chunk)
-        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
-        if cut < 0:
-            self._buf = b""
-            if self._skipping or len(data) > MAX_LINE:
-                self._skip_start()
-            else:
-                self._buf = data
+        elif not isinstance(chunk, bytes):
+            chunk = bytes(chunk)
+        if not chunk:
             return
-        body, rest = data[: cut + 1], data[cut + 1 :]
-        if self._skipping:  # drop the end of an overlong line
-            first = min(p for p in (body.find(b"\n"), body.find(b"\r")) if p >= 0)
-            body = body[first + 1 :]
+        self.bytes_read += len(chunk)
+        n = len(chunk)
+        cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        if cut < 0:  # no line ends here: carry at most MAX_LINE bytes, never the whole file
+            if not self._skipping:
+                if len(self._buf) + n > MAX_LINE:
+                    self._buf = b""
+                    self._skip_start()
+                else:
+                    self._buf += chunk
+            return
+        first = chunk.find(b"\n", 0, cut + 1)
+        cr = chunk.find(b"\r", 0, first if first >= 0 else cut + 1)
+        first = cr if cr >= 0 else first
+        if self._skipping:  # the end of an overlong line
             self._skipping = False
-        self._buf = rest
-        if len(rest) > MAX_LINE:
-            self._buf = b""
+        else:
+            head = self._buf + chunk[: first + 1]
+            if len(head) > MAX_LINE:
+                self.skipped_lines += 1
+            else:
+                self._scan(head, 0, len(head), now)
+        self._buf = b""
+        if cut > first:
+            self._scan(chunk, first + 1, cut + 1, now)  # no copy: the regexes run on the chunk itself
+        if n - cut - 1 > MAX_LINE:
             self._skip_start()
-        if body:
-            self._scan(body, now)
+        else:
+            self._buf = chunk[cut + 1 :]
 
     def _skip_start(self):
         if not self._skipping:
@@ -181,41 +195,45 @@ class StartupLog(FailureMixin):
         ``mem usage=3`` at the end of a file never becomes 3.00 GB."""
         rest, self._buf = self._buf, b""
         if rest.strip(b"\x00 \t") and not self._skipping:
-            self._scan(rest + b"\n", now, truncated=True)
+            line = rest + b"\n"
+            self._scan(line, 0, len(line), now, truncated=True)
         self._skipping = False
         if self.in_traceback and self.failure is None:
             self._cut_traceback(now if now is not None else self._clock())
 
-    def _scan(self, body, now, truncated=False):
-        """One pass over complete lines: the prefilter picks the lines the grammar reads."""
-        if self.lines == 0 and self._pass_inner is None:
-            self._detect_wrapper(body)
-        self.lines += body.count(b"\n")
+    def _scan(self, buf, start, end, now, truncated=False):
+        """One pass over the complete lines buf[start:end]: the prefilter picks the lines the grammar reads."""
+        if self.bytes_read and self._pass_inner is None and not self._detected:
+            self._detected = True
+            self._detect_wrapper(buf[start : start + 4096])
         self.last_line_t = now if now is not None else self._clock()
-        self._tail_raw = (self._tail_raw + body)[-(MAX_LINE // 4) :]
+        keep = MAX_LINE // 4
+        self._tail_raw = (self._tail_raw + buf[max(start, end - keep) : end])[-keep:]
         starts = set()
-        for m in _PASS_PREFIXED.finditer(body):
-            starts.add(max(body.rfind(b"\n", 0, m.start()), body.rfind(b"\r", 0, m.start())) + 1)
-        for rx in self._line_passes(body):
-            for m in rx.finditer(body):
+        for m in _PASS_PREFIXED.finditer(buf, start, end):
+            p = m.start()
+            starts.add(max(buf.rfind(b"\n", start, p), buf.rfind(b"\r", start, p), start - 1) + 1)
+        for rx in self._line_passes(buf, start, end):
+            for m in rx.finditer(buf, start, end):
                 starts.add(m.start() + 1)
-        if _LINE_AT.match(body) or (self._pass_inner is not None and self._pass_inner.match(body)):
-            starts.add(0)
+        if _LINE_AT.match(buf, start) or (self._pass_inner is not None and self._pass_inner.match(buf, start)):
+            starts.add(start)
+        self.lines += len(starts)
         for s in sorted(starts):
-            e = body.find(b"\n", s)
-            r = body.find(b"\r", s, e if e >= 0 else len(body))
-            end = r if r >= 0 else e
-            raw = body[s:end]
-            text = raw.decode("utf-8", "replace")
-            if truncated and end == len(body) - 1:
+            e = buf.find(b"\n", s, end)
+            e = end if e < 0 else e
+            r = buf.find(b"\r", s, e)
+            stop = r if r >= 0 else e
+            text = buf[s:stop].decode("utf-8", "replace")
+            if truncated and stop >= end - 1:
                 text = _TRAILING_NUM_RE.sub("", text)
             self._line(text, now)
 
-    def _line_passes(self, body):
+    def _line_passes(self, buf, start, end):
         passes = [_PASS_LINE]
         if self._pass_inner is not None:
             passes.append(self._pass_inner_rx)
-        if b"\r" in body:
+        if buf.find(b"\r", start, end) >= 0:
             passes.append(_PASS_CR)
         return passes
 
@@ -502,7 +520,8 @@ class StartupLog(FailureMixin):
              "ranks": {label: {RANK_FIELDS..., "draft": {RANK_FIELDS...} when a draft model runs on the rank}},
              "max_total_num_tokens": int|None, "diagnosis": str, "suggestion": dict|None, "totals": {...},
              "server_args": {...}, "milestones": {phase: {"t", "log_t"}}, "capture_progress": dict|None,
-             "failure": dict|None, "http_port": int|None, "lines": int, "bytes": int, "skipped_lines": int}
+             "failure": dict|None, "http_port": int|None, "lines": int (lines the grammar read), "bytes": int,
+             "skipped_lines": int (lines longer than MAX_LINE)}
 
         ``details=True`` adds per-rank extras (pre-load memory, KV pools, captures, dtype, quant).
         """

@@ -349,7 +349,9 @@ class RankState:
         draft = "draft" in words
         kind = " ".join(words) or "decode"
         role = "prefill" if ("prefill" in words or "piecewise" in words) else ("draft" if draft else "main")
-        runner = (self.draft or self.target) if draft else self.target
+        if draft and self.draft is None:
+            self.draft = Runner()  # a draft capture line on a rank whose draft weights we did not see
+        runner = self.draft if draft else self.target
         if cm.group("ev") == "begin":
             self.capture_open += 1
             if role == "main":

@@ -189,8 +189,11 @@ ENTRIES = (
       r"Piecewise CUDA [Gg]raph failed", "0.5.10", "0.5.14", "piecewise graph capture/run failed",
       r"^Piecewise CUDA [Gg]raph failed", "sglang/srt/compilation/piecewise_context_manager.py"),
     E("piecewise_hint", "failure", ("Piecewise CUDA Graph is enabled by default", "To work around this error, add "
-                                    "--disable-piecewise-cuda-graph"), r"^Piecewise CUDA Graph is enabled|"
-      r"--disable-piecewise-cuda-graph to your launch command", None, None, "hint lines after a piecewise failure"),
+                                    "--disable-piecewise-cuda-graph", "2. set --piecewise-cuda-graph-max-tokens",
+                                    "3. disable Piecewise CUDA graph"),
+      r"^Piecewise CUDA Graph is enabled|--disable-piecewise-cuda-graph to your launch command"
+      r"|--piecewise-cuda-graph-max-tokens to a smaller value|disable Piecewise CUDA graph by unset", None, None,
+      "hint lines after a piecewise failure (0.5.8/0.5.9: after 'Capture cuda graph failed')"),
     E("graph_hint", "failure", ("Possible solutions", "Possible suggestions"), r"^Possible (solutions|suggestions)",
       None, None, "numbered hints after a capture failure"),
     E("kv_not_enough", "failure", ("Not enough memory",), r"Not enough memory\. Please try to increase "
@@ -313,9 +316,10 @@ def starts_regex():
     return _trie([s.encode() for s in _all_starts()])
 
 
-def line_starts_regex():
-    """Bytes regex for unprefixed lines worth reading: table starts, LINE_STARTS and exception lines."""
-    return b"(?:" + _trie([s.encode() for s in _all_starts() | set(LINE_STARTS)]) + b"|" + _EXC_LINE + b")"
+def line_starts_regex(generic_exceptions=True):
+    """Bytes regex for lines worth reading: table starts, LINE_STARTS and (unprefixed lines) any exception line."""
+    trie = _trie([s.encode() for s in _all_starts() | set(LINE_STARTS)])
+    return b"(?:" + trie + b"|" + _EXC_LINE + b")" if generic_exceptions else trie
 
 
 def flag_in(flag, window, flags=None):
