@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# ruff: noqa: UP031 - %-formatting for the report table
 """Doctor throughput: bin/sglang-doctor on a generated 1 GiB serving log, side by side with `grep -F -c`.
 
 Three files are generated in a temporary directory (removed afterwards):
@@ -47,8 +48,10 @@ def startup(ranks=8):
         out.append(ts % (4, 13, r) + "Capture cuda graph begin. This can take up to several minutes. avail mem=8.55 GB")
         out.append(ts % (5, 30, r) + "Capture cuda graph end. Time elapsed: 77.10 s. mem usage=2.28 GB. "
                    "avail mem=6.33 GB.")  # fmt: skip
-    out.append("[2026-02-18 23:55:31 TP0] max_total_num_tokens=425664, chunked_prefill_size=8192, "
-               "max_prefill_tokens=16384, max_running_requests=512, context_len=202752, available_gpu_mem=6.33 GB")  # fmt: skip
+    out.append(
+        "[2026-02-18 23:55:31 TP0] max_total_num_tokens=425664, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=512, context_len=202752, available_gpu_mem=6.33 GB"
+    )
     out.append("[2026-02-18 23:55:32] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)")
     out.append("[2026-02-18 23:55:40] The server is fired up and ready to roll!")
     return ("\n".join(out) + "\n").encode()
