@@ -126,7 +126,8 @@ def main(argv=None):
         write_serving(serving, size)
         write_nonewline(flat, size)
         print("doctor throughput, %d MiB files, %s" % (args.size_mib, time.strftime("%Y-%m-%d %H:%M")))
-        print("%-12s %10s %10s %9s %10s %9s  %s" % ("file", "grep -F s", "doctor s", "MB/s", "x grep", "RSS MB", "outcome"))
+        head = ("file", "grep -F s", "doctor s", "MB/s", "x grep", "RSS MB", "outcome")
+        print("%-12s %10s %10s %9s %10s %9s  %s" % head)
         for name, path in (("serving", serving), ("no newline", flat)):
             gs, _ = timed(["grep", "-F", "-c", "Load weight", path])
             res = doctor(path)
