@@ -121,9 +121,10 @@ def render_live(host, res, attempt=None, retries=None):
 
 def memory_segments(fig, pre_load=None):
     """GiB per segment of one GPU: weights, kv, graphs, other (pre-load memory not otherwise explained), free."""
-    weights = fig.get("weights_gb") or 0.0
-    kv = fig.get("kv_size_gb") or 0.0
-    graphs = fig.get("cuda_graph_mem_gb") or 0.0
+    draft = fig.get("draft") or {}  # speculative decoding: the draft model's memory is on the same GPU
+    weights = (fig.get("weights_gb") or 0.0) + (draft.get("weights_gb") or 0.0)
+    kv = (fig.get("kv_size_gb") or 0.0) + (draft.get("kv_size_gb") or 0.0)
+    graphs = (fig.get("cuda_graph_mem_gb") or 0.0) + (draft.get("cuda_graph_mem_gb") or 0.0)
     free = fig.get("avail_after_graph_gb")
     if free is None:
         free = fig.get("avail_after_pool_gb")
@@ -179,6 +180,21 @@ def render_summary(host, res, width=BAR_WIDTH):
                     _gb2(seg["free"]),
                 )
             )
+            draft = fig.get("draft")
+            if draft:  # the draft model's own figures, never mixed into the target's
+                dtok = draft.get("kv_tokens")
+                lines.append(
+                    "  %s %s draft   %s GB | #tokens %s | KV size %s GB | avail %s GB | graphs %s GB"
+                    % (
+                        "".ljust(label_w),
+                        " " * (width + 2),
+                        _gb2(draft.get("weights_gb")),
+                        "-" if dtok is None else dtok,
+                        _gb2(draft.get("kv_size_gb")),
+                        _gb2(draft.get("avail_after_pool_gb")),
+                        _gb2(draft.get("cuda_graph_mem_gb")),
+                    )
+                )
     tl = render_timeline(res.get("milestones"))
     if tl:
         lines.append("  timeline: " + tl)

@@ -137,8 +137,10 @@ def kv_oom(log):
         what += " (%.2f GB free after weights" % avail + (", %.2f GB before)" % pre if pre else ")")
     if log.kv_fail.get("profiled_tokens") is not None:
         what += "; profiled KV tokens = %d" % log.kv_fail["profiled_tokens"]
-    if log.kv_fail.get("kind") == "kv_hybrid_pool":
-        what += "; a hybrid (SWA/mamba) pool could not be sized"
+    if log.kv_fail.get("kind") in ("kv_hybrid_pool", "kv_swa_pool"):
+        what += "; the %s could not be sized" % (
+            "SWA pool" if log.kv_fail["kind"] == "kv_swa_pool" else "mamba state cache"
+        )
     try:
         adv = memory.kv_oom_advice(
             pre_load_free_gib=pre,

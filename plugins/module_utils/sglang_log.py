@@ -86,7 +86,8 @@ _TRAILING_NUM_RE = re.compile(r"-?\d+(?:\.\d*)?$")
 
 # The prefilter: message starts after "] " (prefixed lines) and line starts (tracebacks, hints, old uvicorn).
 _STARTS_RE = versions.starts_regex()
-_PASS_PREFIXED = re.compile(rb"\] " + versions.line_starts_regex(generic_exceptions=False))
+# after "] ": up to 4 stray bytes (NUL, an invalid UTF-8 byte) must not hide the line
+_PASS_PREFIXED = re.compile(rb"\] [\x00\x80-\xff]{0,4}" + versions.line_starts_regex(generic_exceptions=False))
 _PASS_LINE = re.compile(rb"\n" + versions.line_starts_regex())
 _LINE_AT = re.compile(versions.line_starts_regex())
 _PASS_CR = re.compile(rb"\r" + _STARTS_RE)

@@ -77,6 +77,9 @@ class FailureMixin:
                 self.last_error = msg.strip()[:500]  # the exception line that ends a traceback
                 self.in_traceback = None
             return False
+        entry = versions.ENTRY[fid]
+        if entry["first"] or entry["last"]:
+            self.window.narrow_entry(entry)  # a failure text of known releases narrows the format too
         if fid in ("traceback", "scheduler_exception"):
             self.in_traceback = {"rank": rank if rank is not None else self._ctx_rank}
             if fid == "traceback":
@@ -139,13 +142,12 @@ class FailureMixin:
             self.oom.setdefault("rank", rank if rank is not None else self._ctx_rank)
             self._set_failure(outcome, msg, rank, now, outcome != "crash")
             return True
-        if fid in ("kv_not_enough", "kv_no_memory", "kv_hybrid_pool"):
+        if fid in ("kv_not_enough", "kv_no_memory", "kv_hybrid_pool", "kv_swa_pool"):
             self.in_traceback = None
             am = _KV_ABOVE_RE.search(msg)
             if am:
                 self.kv_fail["min_fraction"] = float(am.group(1))
             self.kv_fail.setdefault("kind", fid)
-            self.window.match("failure", msg)
             self._set_failure("oom_kv_pool", msg, rank, now, True)
             return True
         if fid == "kv_profiled":
