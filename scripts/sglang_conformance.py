@@ -154,6 +154,26 @@ def templates(wheel, cache):
     return out
 
 
+def binary_hits(wheel, probe, cache):
+    """[(path, 0)] of the wheel's compiled Rust extensions whose bytes match ``probe`` (cached per wheel)."""
+    ip = os.path.join(cache, ".templates", "%s.so-strings.json" % os.path.basename(wheel))
+    if os.path.exists(ip):
+        with open(ip) as fh:
+            blobs = json.load(fh)
+    else:
+        blobs = []
+        with zipfile.ZipFile(wheel) as z:
+            for n in z.namelist():
+                if n.startswith("sglang/srt/rust_extensions/") and ".so" in n:
+                    text = re.findall(rb"[\x20-\x7e]{8,}", z.read(n))
+                    blobs.append([re.sub(r"\.cpython-[^.]+", "", n), b"\n".join(text).decode("ascii")])
+        with open(ip + ".tmp", "w") as fh:
+            json.dump(blobs, fh)
+        os.replace(ip + ".tmp", ip)
+    rx = re.compile(probe)
+    return [(n, 0) for n, text in blobs if rx.search(text)]
+
+
 def runs(versions, present):
     """'0.4.4-0.5.8.post1, 0.5.10' from the releases where present."""
     out, start, prev = [], None, None
@@ -173,14 +193,17 @@ def in_window(v, first, last):
     return (first is None or vkey(v) >= vkey(first)) and (last is None or vkey(v) <= vkey(last))
 
 
-def check(versions, index, suggest):
+def check(versions, index, suggest, wheels=None, cache=CACHE):
     errors = []
-    probes = {e["id"]: re.compile(e["probe"]) for e in V.ENTRIES if e["probe"]}
+    probes = {e["id"]: re.compile(e["probe"]) for e in V.ENTRIES if e["probe"] and not e["probe"].startswith("so:")}
     for e in V.ENTRIES:
         if not e["probe"]:
             continue
-        rx = probes[e["id"]]
-        hits = {v: [(p, n) for p, n, t in index[v] if rx.search(t) and not EXCLUDED.search(p)] for v in versions}
+        if e["probe"].startswith("so:"):  # a string of the compiled Rust server, not a Python template
+            hits = {v: binary_hits(wheels[v], e["probe"][3:], cache) for v in versions}
+        else:
+            rx = probes[e["id"]]
+            hits = {v: [(p, n) for p, n, t in index[v] if rx.search(t) and not EXCLUDED.search(p)] for v in versions}
         present = {v for v, h in hits.items() if h}
         want = {v for v in versions if in_window(v, e["first"], e["last"])}
         if present != want:
@@ -194,7 +217,7 @@ def check(versions, index, suggest):
         if suggest:
             h = hits.get(first_checked) or []
             print("%-26s observed %-40s source %s" % (e["id"], runs(versions, present), "%s:%d" % h[0] if h else "-"))
-        if e["source"] and ":" in e["source"]:
+        if e["source"] and ":" in e["source"] and not e["probe"].startswith("so:"):
             path, line = e["source"].rsplit(":", 1)
             if (path, int(line)) not in hits.get(first_checked, []):
                 errors.append("entry %s: source %s does not hold the template in %s" % (e["id"], e["source"],
@@ -247,7 +270,7 @@ def main(argv=None):
     index = {}
     for v in versions:
         index[v] = templates(have[v], args.cache)
-    errors = check(versions, index, args.suggest)
+    errors = check(versions, index, args.suggest, have, args.cache)
     print("conformance: %d releases (%s .. %s), %d table entries, %d flags" % (len(versions), versions[0],
                                                                                versions[-1], len(V.ENTRIES),
                                                                                len(V.FLAGS)))  # fmt: skip

@@ -93,6 +93,7 @@ _LINE_AT = re.compile(versions.line_starts_regex())
 _PASS_CR = re.compile(rb"\r" + _STARTS_RE)
 _JOURNALD_RE = re.compile(rb"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[]+\[\d+\]: ")
 _DOCKER_RE = re.compile(rb"^[\w.-]+\s+\| ")
+_TRACING_RE = re.compile(versions.TRACING_PREFIX.decode())
 _WRAPPER_TEXT_RE = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[]+\[\d+\]: |[\w.-]+\s+\| )")
 
 
@@ -273,6 +274,9 @@ class StartupLog(FailureMixin):
             else:
                 rank = None  # continuation line (traceback) or unprefixed (uvicorn < 0.3.6, hint text)
                 msg = line
+                tm = _TRACING_RE.match(msg)
+                if tm:  # the Rust server's tracing lines
+                    msg = msg[tm.end() :]
                 if self._pass_inner is not None:
                     im = _WRAPPER_TEXT_RE.match(msg)
                     if im:

@@ -179,7 +179,7 @@ class FailureMixin:
         if fid == "nccl":
             self._set_failure("nccl_error", msg, rank, now, True)
             return True
-        if fid == "warmup_failed":
+        if fid in ("warmup_failed", "grpc_warmup_failed", "rust_warmup_failed"):
             self._set_failure("crash", msg, rank, now, True)
             self.failure["warmup"] = True
             return True

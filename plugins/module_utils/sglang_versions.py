@@ -232,6 +232,10 @@ ENTRIES = (
       "the Rust gateway's 'startup warmup failed/timed out' is not in the Python wheel, so it is not probed)"),
     E("grpc_warmup_failed", "failure", (), r"gRPC (?:server )?warmup failed", "0.5.3.post2", "0.5.9",
       "the gRPC server's warm-up failed", r"^gRPC server warmup failed", None),
+    E("rust_warmup_failed", "failure", ("startup warmup failed", "startup warmup timed out"),
+      r"startup warmup (?:failed|timed out)", "0.5.22", None,
+      "the Rust HTTP server's start-up warm-up failed or timed out (a string of its compiled extension)",
+      "so:startup warmup (failed|timed out)", "sglang/srt/rust_extensions/_server.so"),
     E("oom", "failure", (), r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", None, None,
       "CUDA out of memory (phase decides which)"),
     E("crash", "failure", ("Initialization failed", "Received sigquit", "Child process unexpectedly failed",
@@ -250,7 +254,8 @@ FAILURE_ORDER = (
     "sm120_smem", "prefill_capture_failed", "prefill_backend_failed", "piecewise_failed", "capture_failed",
     "piecewise_hint", "graph_hint", "kv_not_enough", "kv_no_memory", "kv_hybrid_pool", "kv_swa_pool",
     "kv_profiled", "unbalanced",
-    "port_errno", "port_not_available", "port_internal", "nccl", "grpc_warmup_failed", "warmup_failed", "oom",
+    "port_errno", "port_not_available", "port_internal", "nccl", "grpc_warmup_failed", "rust_warmup_failed",
+    "warmup_failed", "oom",
     "scheduler_exception",
     "traceback", "crash",
 )  # fmt: skip
@@ -262,6 +267,8 @@ LINE_STARTS = (
     "OSError", "NCCL", "max_total_tokens=",
 )  # fmt: skip
 _EXC_LINE = rb"[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b"
+# the Rust server (0.5.22+) logs through tracing: "2026-10-30T01:04:00.123Z  INFO sglang::server: message"
+TRACING_PREFIX = rb"\d{4}-\d\d-\d\dT[\d:.]+Z?\s+[A-Z]{4,5}\s+(?:[\w:.-]+: )?"
 
 _KIND_START = {}
 for _e in ENTRIES:
@@ -326,7 +333,9 @@ def starts_regex():
 def line_starts_regex(generic_exceptions=True):
     """Bytes regex for lines worth reading: table starts, LINE_STARTS and (unprefixed lines) any exception line."""
     trie = _trie([s.encode() for s in _all_starts() | set(LINE_STARTS)])
-    return b"(?:" + trie + b"|" + _EXC_LINE + b")" if generic_exceptions else trie
+    if not generic_exceptions:
+        return trie
+    return b"(?:" + trie + b"|" + _EXC_LINE + b"|" + TRACING_PREFIX + trie + b")"
 
 
 def flag_in(flag, window, flags=None):

@@ -217,3 +217,14 @@ def test_0_5_22_capture_end_with_bs_list_and_0_5_21_init_parallel_narrow_the_for
         "mem usage=0.50 GB, avail mem=7.00 GB.\n"
     )
     assert parse_text(text).window.label == "0.5.22+"
+
+
+def test_rust_server_lines_of_0_5_22_are_read_through_their_tracing_prefix():
+    # the strings are those of sglang/srt/rust_extensions/_server*.so (0.5.22+), the prefix tracing's default format
+    base = "\n".join(rank_lines("TP0")) + "\n"
+    ok = parse_text(
+        base + "2026-10-30T01:04:00.123456Z  INFO sglang::server: The server is fired up and ready to roll!\n"
+    )
+    assert ok.outcome == "ready"
+    bad = parse_text(base + "2026-10-30T01:04:00.123456Z ERROR sglang::server: startup warmup timed out\n").result()
+    assert bad["outcome"] == "crash" and "warm-up request failed" in bad["diagnosis"]
