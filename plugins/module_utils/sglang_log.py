@@ -38,6 +38,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logstate impo
     PHASES,
     RANK_FIELDS,
     FormatWindow,
+    RankQueries,
     RankState,
     capture_progress,
     num,
@@ -97,7 +98,7 @@ _TRACING_RE = re.compile(versions.TRACING_PREFIX.decode())
 _WRAPPER_TEXT_RE = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[]+\[\d+\]: |[\w.-]+\s+\| )")
 
 
-class StartupLog(FailureMixin):
+class StartupLog(FailureMixin, RankQueries):
     """Incremental SGLang start-up log parser (see the module docstring)."""
 
     CRASH_GRACE = 1.0  # seconds a generic crash waits for a more specific signature in the lines that follow
@@ -449,64 +450,6 @@ class StartupLog(FailureMixin):
     def mark_stalled(self, seconds, now=None):
         """Record that no line arrived for ``seconds`` (the caller owns the clock, see ``is_stalled``)."""
         self.stall = {"seconds": round(seconds, 1), "phase": self.phase}
-
-    def ranks_with(self, phase):
-        """Rank labels that reached ``phase`` (or a later per-rank phase)."""
-        idx = PHASE_INDEX[phase]
-        return [lab for lab in self.rank_order if self.ranks[lab].phase and PHASE_INDEX[self.ranks[lab].phase] >= idx]
-
-    def expected_ranks(self):
-        """Scheduler processes this log should show, from the resolved server_args (None when unknown)."""
-        sa = self.server_args
-        if "tp_size" not in sa:
-            return None
-        n = sa.get("tp_size", 1) * sa.get("pp_size", 1)
-        if not sa.get("enable_dp_attention"):
-            n *= sa.get("dp_size", 1)
-        return max(1, n // max(1, sa.get("nnodes", 1)))
-
-    def graphs_disabled(self):
-        sa = self.server_args
-        return bool(
-            sa.get("disable_cuda_graph")
-            or sa.get("disable_decode_cuda_graph")
-            or sa.get("cuda_graph_backend_decode") == "disabled"
-        )
-
-    def milestone_met(self, phase, expected_ranks=None):
-        """Whether ``phase`` is reached: per-rank phases need every expected rank (any later global phase implies
-        it, since SGLang starts HTTP only after all schedulers are up); capture is met when graphs are disabled."""
-        if self.phase is not None and PHASE_INDEX[self.phase] >= PHASE_INDEX["http_up"]:
-            if PHASE_INDEX[phase] <= PHASE_INDEX[self.phase]:
-                return True
-        if phase in ("http_up", "ready", "started"):
-            return phase in self.milestones
-        if phase == "cuda_graph_captured" and self.graphs_disabled():
-            phase = "memory_pool_ready"
-        n = expected_ranks or self.expected_ranks() or 1
-        return len(self.ranks_with(phase)) >= n
-
-    # -- output ---------------------------------------------------------------------------------------------------
-    def totals(self):
-        sts = [self.ranks[r] for r in self.rank_order]
-
-        def agg(fn, attr):
-            vals = [getattr(s, attr) for s in sts if getattr(s, attr) is not None]
-            return fn(vals) if vals else None
-
-        return {
-            "ranks": len(sts),
-            "pre_load_min_gb": agg(min, "pre_load_gb"),
-            "weights_max_gb": agg(max, "weights_gb"),
-            "avail_after_weights_min_gb": agg(min, "avail_after_weights_gb"),
-            "kv_tokens_min": agg(min, "kv_tokens"),
-            "kv_size_max_gb": agg(max, "kv_size_gb"),
-            "avail_after_pool_min_gb": agg(min, "avail_after_pool_gb"),
-            "cuda_graph_mem_max_gb": agg(max, "cuda_graph_mem_gb"),
-            "cuda_graph_seconds_max": agg(max, "cuda_graph_seconds"),
-            "avail_after_graph_min_gb": agg(min, "avail_after_graph_gb"),
-            "draft_ranks": sum(1 for s in sts if s.draft is not None),
-        }
 
     @property
     def tail(self):
