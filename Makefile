@@ -111,3 +111,14 @@ fetch-sglang-wheel: venv ## the real sglang 0.5.9 wheel (PyPI) that the metric n
 	  t=$$(mktemp -d $(SGLANG_RELEASES)/.tmp-report-XXXX); \
 	  python -m pip download -q sglang==0.5.9 --no-deps -d "$$t" && mv "$$t"/sglang-0.5.9-*.whl $(SGLANG_RELEASES)/; \
 	  rm -rf "$$t"; fi; ls $(SGLANG_RELEASES)/sglang-0.5.9-*.whl
+
+# --- grammar (issue 14): the versions table against every real SGLang release (downloads; not part of make test)
+.PHONY: conformance
+conformance: venv ## downloads sglang wheels 0.4.4..newest into /var/cache/llmops-sglang-releases
+	python scripts/sglang_conformance.py
+
+# --- grammar (issue 15): doctor throughput on a generated 1 GiB log vs grep -F, peak RSS, a file without newlines
+.PHONY: bench-doctor
+bench: bench-doctor
+bench-doctor: venv
+	python tests/bench/bench_doctor.py

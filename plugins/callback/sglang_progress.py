@@ -186,6 +186,21 @@ def render_summary(host, res, width=BAR_WIDTH):
                     _gb2(seg["free"]),
                 )
             )
+            draft = fig.get("draft")
+            if draft:  # the draft model's own figures, never mixed into the target's
+                dtok = draft.get("kv_tokens")
+                lines.append(
+                    "  %s %s draft   %s GB | #tokens %s | KV size %s GB | avail %s GB | graphs %s GB"
+                    % (
+                        "".ljust(label_w),
+                        " " * (width + 2),
+                        _gb2(draft.get("weights_gb")),
+                        "-" if dtok is None else dtok,
+                        _gb2(draft.get("kv_size_gb")),
+                        _gb2(draft.get("avail_after_pool_gb")),
+                        _gb2(draft.get("cuda_graph_mem_gb")),
+                    )
+                )
     tl = render_timeline(res.get("milestones"))
     if tl:
         lines.append("  timeline: " + tl)

@@ -89,9 +89,10 @@ def memory_segments(fig, pre_load=None, total=None):
     rest of the card that no logged figure explains (CUDA context, NCCL buffers, activations): the GPU's total
     memory when known, else the free memory seen before loading, minus the four logged parts.
     """
-    weights = _num(fig.get("weights_gb")) or 0.0
-    kv = _num(fig.get("kv_size_gb")) or 0.0
-    graphs = _num(fig.get("cuda_graph_mem_gb")) or 0.0
+    draft = fig.get("draft") or {}  # speculative decoding: the draft model's memory is on the same GPU
+    weights = (_num(fig.get("weights_gb")) or 0.0) + (_num(draft.get("weights_gb")) or 0.0)
+    kv = (_num(fig.get("kv_size_gb")) or 0.0) + (_num(draft.get("kv_size_gb")) or 0.0)
+    graphs = (_num(fig.get("cuda_graph_mem_gb")) or 0.0) + (_num(draft.get("cuda_graph_mem_gb")) or 0.0)
     free = None
     for key in ("avail_after_graph_gb", "avail_after_pool_gb", "avail_after_weights_gb"):
         free = _num(fig.get(key))

@@ -111,7 +111,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import (
     PlanError,
-    fraction_after_capture_oom,
+    capture_oom_advice,
     plan,
 )
 
@@ -134,30 +134,34 @@ def oom_figures(lines):
 
 
 def retry_advice(attempt, the_plan, fraction):
-    """fraction_after_capture_oom from a failed sglang_server result and the plan of that attempt."""
-    totals = attempt.get("totals") or {}
-    args = attempt.get("server_args") or {}
-    frac = args.get("mem_fraction_static") or fraction
-    pre = totals.get("pre_load_min_gb") or the_plan["free_at_start_gib"]
-    avail = totals.get("avail_after_pool_min_gb")
-    if avail is None:
-        avail = the_plan["avail_after_pool_gib"]
-    tried, free = oom_figures(attempt.get("log_tail"))
-    ratio = the_plan["cell_bytes_actual"] / float(the_plan["cell_bytes_budget"] or 1)
-    advice = fraction_after_capture_oom(
-        pre_load_free_gib=pre,
-        pool_end_avail_gib=avail,
-        mem_fraction_static=frac,
-        tried_to_allocate_gib=tried,
-        free_at_oom_gib=free,
-        estimated_need_gib=the_plan["cuda_graph_need_gib"],
-        free_after_weights_gib=totals.get("avail_after_weights_min_gb"),
-        pool_ratio=ratio,
-        cuda_graph_max_bs=args.get("cuda_graph_max_bs") or the_plan["cuda_graph_max_bs"],
-        family=the_plan["model_family"],
+    """capture_oom_advice for a failed sglang_server result: the advice its diagnosis printed, recomputed from the
+    same inputs when the result carries them (suggestion.inputs), else from the result's logged figures; the plan of
+    the attempt only fills in figures the log did not reach."""
+    sugg = attempt.get("suggestion") or {}
+    if isinstance(sugg.get("inputs"), dict) and sugg["inputs"].get("capture_free_gib") is not None:
+        inputs = dict(sugg["inputs"])
+    else:
+        totals = attempt.get("totals") or {}
+        args = attempt.get("server_args") or {}
+        tried, free = oom_figures(attempt.get("log_tail"))
+        capture_free = totals.get("avail_after_pool_min_gb")
+        inputs = dict(
+            pre_load_free_gib=totals.get("pre_load_min_gb") or the_plan["free_at_start_gib"],
+            capture_free_gib=the_plan["avail_after_pool_gib"] if capture_free is None else capture_free,
+            mem_fraction_static=args.get("mem_fraction_static") or fraction,
+            tried_to_allocate_gib=tried,
+            free_at_oom_gib=free,
+            free_after_weights_gib=totals.get("avail_after_weights_min_gb"),
+            kv_pool_gib=totals.get("kv_size_max_gb"),
+            cuda_graph_max_bs=args.get("cuda_graph_max_bs") or the_plan["cuda_graph_max_bs"] or None,
+            family=the_plan["model_family"],
+        )
+    out = capture_oom_advice(**inputs).as_dict()
+    out.update(
+        failed_mem_fraction_static=inputs["mem_fraction_static"],
+        tried_to_allocate_gib=inputs.get("tried_to_allocate_gib"),
+        free_at_oom_gib=inputs.get("free_at_oom_gib"),
     )
-    out = advice.as_dict()
-    out.update(failed_mem_fraction_static=frac, tried_to_allocate_gib=tried, free_at_oom_gib=free)
     return out
 
 

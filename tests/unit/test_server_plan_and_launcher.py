@@ -59,6 +59,28 @@ def test_retry_after_the_reference_capture_oom_lands_on_a_fraction_that_fits():
     assert again.verdict == "ok"
 
 
+def test_retry_recomputes_the_advice_the_diagnosis_printed_from_its_inputs():
+    from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import capture_oom_advice
+
+    printed = capture_oom_advice(
+        pre_load_free_gib=94.2,
+        capture_free_gib=1.5,
+        mem_fraction_static=0.95,
+        tried_to_allocate_gib=1.25,
+        free_at_oom_gib=0.96,
+        free_after_weights_gib=33.2,
+        kv_pool_gib=31.7,
+        cuda_graph_max_bs=512,
+        family="dsa",
+    ).as_dict()
+    p = plan(str(GLM5 / "config.json"), gpu_mem_mib=97887, tp=8, gpu_arch="sm_120", weights_gib=61.05).as_dict()
+    # totals that would give another answer: the inputs the diagnosis used win
+    attempt = {"totals": {"pre_load_min_gb": 50.0, "avail_after_pool_min_gb": 0.1}, "suggestion": printed}
+    r = sglang_plan.retry_advice(attempt, p, 0.95)
+    assert r["mem_fraction_static"] == printed["mem_fraction_static"] == 0.92
+    assert {k: r[k] for k in printed} == printed
+
+
 def test_launcher_redacts_secrets_split_across_reads():
     mod = _launcher()
     redact, longest = mod.redactor(["sk-secret-123", "", "abc"])  # too-short values are not redacted

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_diagnosis import graph_bs_flag
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import (
     OUTCOMES,
     PHASES,
@@ -19,6 +20,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import (
     parse_server_args,
     parse_text,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import capture_oom_advice
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
@@ -39,30 +41,42 @@ def parse(name, chunk=None):
 EXPECTED = {
     "v0_2_7_gpu_tag_ready.log": ("ready", "ready", "0.2.1-0.2.14", ["gpu=0"], 111532),
     "v0_3_0_hms_ready.log": ("ready", "ready", "0.2.15-0.3.3", ["TP0", "TP1"], 912365),
-    "v0_4_2_kv_no_tokens_ready.log": ("ready", "ready", "0.4.2-0.4.3", ["TP0"], 1031077),
-    "v0_4_6_capture_end_order_ready.log": ("ready", "ready", "0.4.6-0.4.8", ["TP0"], 413280),
-    "v0_4_9_multirank_journald_ready.log": ("ready", "ready", "0.4.9-0.5.8", ["TP0", "TP1", "TP2", "TP3"], 1542880),
-    "v0_5_9_glm5_ready.log": ("ready", "ready", "0.5.9-0.5.10", ["TP%d" % i for i in range(8)], 425664),
+    "v0_4_2_kv_no_tokens_ready.log": ("ready", "ready", "0.4.2-0.4.3.post4", ["TP0"], 1031077),
+    "v0_4_6_capture_end_order_ready.log": ("ready", "ready", "0.4.4.post1-0.4.6", ["TP0"], 413280),
+    "v0_4_9_multirank_journald_ready.log": (
+        "ready",
+        "ready",
+        "0.4.8.post1-0.5.8.post1",
+        ["TP0", "TP1", "TP2", "TP3"],
+        1542880,
+    ),
+    "v0_5_9_glm5_ready.log": ("ready", "ready", "0.5.9", ["TP%d" % i for i in range(8)], 425664),
     "v0_5_9_glm5_capture_oom.log": (
         "oom_cuda_graph",
         "cuda_graph_capturing",
-        "0.5.9-0.5.10",
+        "0.5.9",
         ["TP%d" % i for i in range(8)],
         None,
     ),
-    "v0_5_14_docker_ready.log": ("ready", "ready", "0.5.14+", ["TP0", "TP1"], 287104),
-    "v0_5_23_single_gpu_ready.log": ("ready", "ready", "0.5.23+", [""], 75264),
-    "hybrid_swa_ready.log": ("ready", "ready", "0.4.9-0.5.8", ["TP0", "TP1"], 1312000),
-    "kv_pool_oom.log": ("oom_kv_pool", "weights_loaded", "0.5.4-0.5.8", ["TP0", "TP1"], None),
-    "weights_oom.log": ("oom_weights", "weights_loading", "0.3.6+", ["TP0", "TP1", "TP2", "TP3"], None),
-    "sm120_shared_memory.log": ("sm120_shared_memory", "http_up", "0.4.9-0.5.8", ["TP%d" % i for i in range(8)], None),
-    "port_in_use.log": ("port_in_use", "http_up", "0.4.9-0.5.8", [""], 403000),
-    "nccl_error.log": ("nccl_error", "started", "0.3.6+", ["TP0", "TP1"], None),
-    "crash_triton_fp8.log": ("crash", "cuda_graph_capturing", "0.4.5-0.5.8", [""], None),
+    "v0_5_14_docker_ready.log": ("ready", "ready", "0.5.14-0.5.20", ["TP0", "TP1"], 287104),
+    "v0_5_23_single_gpu_ready.log": ("ready", "ready", "0.5.18-0.5.20", [""], 75264),
+    "hybrid_swa_ready.log": ("ready", "ready", "0.4.7-0.5.8.post1", ["TP0", "TP1"], 1312000),
+    "kv_pool_oom.log": ("oom_kv_pool", "weights_loaded", "0.4.4-0.5.8.post1", ["TP0", "TP1"], None),
+    "weights_oom.log": ("oom_weights", "weights_loading", "0.3.6-0.5.20", ["TP0", "TP1", "TP2", "TP3"], None),
+    "sm120_shared_memory.log": (
+        "sm120_shared_memory",
+        "http_up",
+        "0.4.6.post1-0.5.8.post1",
+        ["TP%d" % i for i in range(8)],
+        None,
+    ),
+    "port_in_use.log": ("port_in_use", "http_up", "0.4.7-0.5.8.post1", [""], 403000),
+    "nccl_error.log": ("nccl_error", "started", "0.3.6-0.5.20", ["TP0", "TP1"], None),
+    "crash_triton_fp8.log": ("crash", "cuda_graph_capturing", "0.4.4-0.5.8.post1", [""], None),
     "incomplete_capturing.log": (
         "incomplete",
         "cuda_graph_capturing",
-        "0.5.9-0.5.10",
+        "0.5.9",
         ["TP%d" % i for i in range(8)],
         None,
     ),
@@ -112,17 +126,17 @@ def test_glm5_ready_reference_story():
     assert res["http_port"] == 30000
 
 
-def test_glm5_capture_oom_suggests_fraction_at_most_0_90():
+def test_glm5_capture_oom_suggests_the_planners_one_fraction():
     log = parse("v0_5_9_glm5_capture_oom.log")
     res = log.result()
     sugg = res["suggestion"]
     assert sugg["action"] == "lower_mem_fraction_static"
     assert sugg["current"] == 0.95
-    assert sugg["value"] <= 0.90
-    assert sugg["value"] >= 0.80  # not a blind guess: derived from 94.20 GB pre-load and the OOM numbers
-    assert sugg["args"] == ["--mem-fraction-static", "{:.2f}".format(sugg["value"])]
-    assert sugg["alternative"]["flag"] == "--cuda-graph-max-bs"  # 0.5.9 format
-    assert sugg["alternative"]["value"] < 512
+    # one answer: the diagnosis prints what sglang_memory.capture_oom_advice computes from the logged figures
+    assert sugg["value"] == capture_oom_advice(**sugg["inputs"]).mem_fraction_static == 0.92
+    assert sugg["inputs"]["pre_load_free_gib"] == 94.2 and sugg["inputs"]["capture_free_gib"] == 1.5
+    assert sugg["args"] == ["--mem-fraction-static", "0.92"]
+    assert "0.92" in res["diagnosis"]
     assert log.oom["tried_gb"] == 1.25 and abs(log.oom["free_gb"] - 0.959) < 0.01
     assert "TP3" in res["diagnosis"] and "0.95" in res["diagnosis"]
     assert res["failure"]["rank"] == "TP3"
@@ -135,7 +149,7 @@ def test_capture_oom_flag_name_follows_format():
     cut += "2.00 GiB. GPU 1 has a total capacity of 47.50 GiB of which 1.10 GiB is free.\n"
     res = parse_text(cut).result()
     assert res["outcome"] == "oom_cuda_graph"
-    assert res["suggestion"]["alternative"]["flag"] == "--cuda-graph-max-bs-decode"
+    assert graph_bs_flag(parse_text(cut).window) == "--cuda-graph-max-bs-decode"
     assert res["suggestion"]["value"] < 0.83
 
 

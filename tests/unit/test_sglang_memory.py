@@ -500,50 +500,63 @@ def test_plan_as_dict_key_order():
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Retry after a capture OOM
+# Advice after a failed start-up (capture OOM, KV OOM)
 # --------------------------------------------------------------------------------------------------------------------
 
+# The reference 0.95 attempt as SGLang logged it (tests/unit/fixtures/logs/v0_5_9_glm5_capture_oom.log, TP3):
+# Load weight begin 94.20, Load weight end 33.20, KV size 31.70, capture begin 1.50, "Tried to allocate 1.25 GiB ...
+# of which 982.00 MiB is free", cuda_graph_max_bs=512.
+STORY_OOM = dict(
+    pre_load_free_gib=94.20,
+    capture_free_gib=1.50,
+    mem_fraction_static=0.95,
+    tried_to_allocate_gib=1.25,
+    free_at_oom_gib=982 / 1024,
+    free_after_weights_gib=33.20,
+    kv_pool_gib=31.70,
+    cuda_graph_max_bs=512,
+    family="dsa",
+)
 
-def test_fraction_after_capture_oom_story():
-    # 0.95 attempt: pre-load 94.25, pool end 1.27 GiB, died with 0.96 free trying to allocate 448 MiB
-    a = mem.fraction_after_capture_oom(
-        pre_load_free_gib=94.25,
-        pool_end_avail_gib=1.27,
-        mem_fraction_static=0.95,
-        tried_to_allocate_gib=448 / 1024,
-        free_at_oom_gib=0.96,
-    )
-    assert a.mem_fraction_static is not None and a.mem_fraction_static <= 0.94
-    assert a.cuda_graph_max_bs is None
-    assert a.need_estimate_gib > 1.27
-    # with the planner's estimate and the DSA pool ratio it lands on the planner's own recommendation
-    p = mem.plan(GLM5, mem_fraction_static=0.95, **STORY)
-    a = mem.fraction_after_capture_oom(
-        pre_load_free_gib=94.25,
-        pool_end_avail_gib=p.avail_after_pool_gib,
-        mem_fraction_static=0.95,
-        tried_to_allocate_gib=448 / 1024,
-        free_at_oom_gib=0.96,
-        estimated_need_gib=p.cuda_graph_need_gib,
-        pool_ratio=p.cell_bytes_actual / p.cell_bytes_budget,
-    )
-    assert a.mem_fraction_static == p.recommended_mem_fraction_static
+
+def test_capture_oom_advice_for_the_reference_attempt_is_092_and_the_plan_at_092_fits():
+    a = mem.capture_oom_advice(**STORY_OOM)
+    assert a.mem_fraction_static == 0.92 and a.cuda_graph_max_bs is None
+    # the need is at least what capture used and then asked for: (1.50 - 0.96) + 1.25
+    assert a.need_estimate_gib == pytest.approx(1.5 * (1.50 - 982 / 1024 + 1.25))
+    # the pool ratio comes from the log itself: 31.70 / (33.20 - 94.20 x 0.05) = the 788/708 B/layer of DSA fp8
+    assert a.pool_ratio == pytest.approx(788 / 708, rel=0.002)
+    # the planner agrees: at 0.92 the left-over memory holds the advice's requirement and the verdict is ok
     retry = mem.plan(GLM5, mem_fraction_static=a.mem_fraction_static, **STORY)
     assert retry.verdict == "ok"
-    assert retry.avail_after_pool_gib >= a.required_avail_gib - 0.01
+    assert retry.avail_after_pool_gib >= a.required_avail_gib
+    assert mem.plan(GLM5, mem_fraction_static=0.95, **STORY).recommended_mem_fraction_static == 0.92
 
 
-def test_fraction_after_capture_oom_always_steps_down():
-    a = mem.fraction_after_capture_oom(
-        pre_load_free_gib=94.25, pool_end_avail_gib=5.0, mem_fraction_static=0.9, observed_need_gib=0.5, margin_gib=0
+def test_capture_oom_advice_is_reproduced_from_its_own_inputs():
+    a = mem.capture_oom_advice(**STORY_OOM)
+    assert mem.capture_oom_advice(**a.inputs) == a
+    json.dumps(a.as_dict())
+
+
+def test_capture_oom_advice_ignores_pool_ratios_that_are_not_one_attempts():
+    # KV size larger than twice the budget: figures from different attempts; the ratio falls back to 1
+    a = mem.capture_oom_advice(**dict(STORY_OOM, kv_pool_gib=80.0))
+    assert a.pool_ratio == 1.0
+
+
+def test_capture_oom_advice_always_steps_down():
+    a = mem.capture_oom_advice(
+        pre_load_free_gib=94.25, capture_free_gib=5.0, mem_fraction_static=0.9, observed_need_gib=0.5, margin_gib=0
     )
     assert a.mem_fraction_static == 0.89
+    assert a.alternative_cuda_graph_max_bs == 496  # the failed fraction with the next smaller graph size list
 
 
-def test_fraction_after_capture_oom_lowers_graph_bs_at_the_floor():
-    a = mem.fraction_after_capture_oom(
+def test_capture_oom_advice_lowers_graph_bs_at_the_floor():
+    a = mem.capture_oom_advice(
         pre_load_free_gib=94.25,
-        pool_end_avail_gib=1.27,
+        capture_free_gib=1.27,
         mem_fraction_static=0.95,
         observed_need_gib=3.03,
         cuda_graph_max_bs=512,
@@ -554,9 +567,9 @@ def test_fraction_after_capture_oom_lowers_graph_bs_at_the_floor():
     assert a.mem_fraction_static == 0.94
     assert a.cuda_graph_max_bs is not None and a.cuda_graph_max_bs < 512
     # the KV pool must stay positive: free after weights bounds the fraction from below
-    a = mem.fraction_after_capture_oom(
+    a = mem.capture_oom_advice(
         pre_load_free_gib=94.25,
-        pool_end_avail_gib=1.27,
+        capture_free_gib=1.27,
         mem_fraction_static=0.95,
         observed_need_gib=100.0,
         free_after_weights_gib=33.2,
@@ -565,6 +578,37 @@ def test_fraction_after_capture_oom_lowers_graph_bs_at_the_floor():
     assert "disable CUDA graphs" in a.reason
 
 
-def test_fraction_after_capture_oom_rejects_bad_input():
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"mem_fraction_static": 1.5}, "mem_fraction_static must be in (0, 1), got 1.5"),
+        ({"pre_load_free_gib": float("nan")}, "pre_load_free_gib must be a finite number, got nan"),
+        ({"capture_free_gib": float("inf")}, "capture_free_gib must be a finite number, got inf"),
+        ({"pre_load_free_gib": 0}, "pre_load_free_gib must be > 0, got 0"),
+        ({"tried_to_allocate_gib": "x"}, "tried_to_allocate_gib must be a number, got 'x'"),
+    ],
+)
+def test_capture_oom_advice_rejects_bad_figures(override, message):
+    with pytest.raises(mem.PlanError) as err:
+        mem.capture_oom_advice(**dict(STORY_OOM, **override))
+    assert str(err.value) == message
+
+
+def test_kv_oom_advice_raises_the_fraction_above_the_zero_budget_point():
+    a = mem.kv_oom_advice(pre_load_free_gib=94.2, free_after_weights_gib=20.0, mem_fraction_static=0.7, tp_size=8)
+    # budget 20.0 - 94.2 x (1 - f) is zero at f = 0.7877; + 0.03 -> 0.8177 -> 0.82
+    assert a.action == "raise_mem_fraction_static"
+    assert a.minimum_fraction == pytest.approx(1 - 20.0 / 94.2)
+    assert a.mem_fraction_static == 0.82
+    measured = dict(gpu_mem_mib=97887, free_at_start_gib=94.2, free_after_weights_gib=20.0)
+    assert mem.plan(LLAMA, mem_fraction_static=0.82, **measured).kv_tokens > 0
+    assert mem.plan(LLAMA, mem_fraction_static=0.78, **measured).verdict == "oom_kv_pool"
+
+
+def test_kv_oom_advice_uses_sglangs_logged_minimum_and_asks_for_gpus_when_no_fraction_is_sane():
+    a = mem.kv_oom_advice(logged_min_fraction=0.8123, mem_fraction_static=0.8)
+    assert (a.action, a.mem_fraction_static) == ("raise_mem_fraction_static", 0.85)
+    a = mem.kv_oom_advice(pre_load_free_gib=94.2, free_after_weights_gib=3.0, tp_size=8)
+    assert a.action == "add_gpus" and a.tp_size == 16 and "--tp-size 16" in a.reason
     with pytest.raises(mem.PlanError):
-        mem.fraction_after_capture_oom(pre_load_free_gib=94.25, pool_end_avail_gib=1.0, mem_fraction_static=1.5)
+        mem.kv_oom_advice(pre_load_free_gib=94.2)

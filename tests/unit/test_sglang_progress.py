@@ -55,7 +55,7 @@ def test_memory_segments_other_from_pre_load():
 def test_summary_glm5_ready():
     res = module_result("v0_5_9_glm5_ready.log")
     text = cb.render_summary("gpu1", res)
-    assert text.splitlines()[0] == "[sglang] gpu1: ready (phase ready, format 0.5.9-0.5.10)"
+    assert text.splitlines()[0] == "[sglang] gpu1: ready (phase ready, format 0.5.9)"
     # every rank states SGLang's own figures: pool tokens and size, memory left after the pool, graphs, free
     assert text.count("#tokens 425664 | KV size 24.37 GB | avail 8.61 GB | graphs 3.12 GB") == 8
     assert "timeline: started 0s -> weights_loading 13s" in text
