@@ -13,12 +13,11 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import (
     OUTCOMES,
     PHASES,
     RANK_FIELDS,
-    LogFollower,
     StartupLog,
-    is_stalled,
     parse_server_args,
     parse_text,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_wait import LogFollower, is_stalled
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
