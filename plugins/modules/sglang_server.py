@@ -82,7 +82,7 @@ options:
     description:
       - URL that must answer 200 once the log milestones are reached, for example C(http://127.0.0.1:30000/health)
         (SGLang 0.5.1+ answers 503 until warm-up passed). Without it the log decides.
-      - Recorded in the RV(resume) token, so a resumed call need not repeat it (O(api_key) is never recorded: repeat
+      - Recorded in the RV(resume) token, so a resumed call need not repeat it (O(api_key) is never recorded, so repeat
         it when the URL needs it).
     type: str
   api_key:
