@@ -92,3 +92,9 @@ lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \
 	/tmp/llmops-lock/bin/pip install -q $$(sed -n '/^# Top-level/,/^# Their/p' requirements.txt | grep -v '^#') && \
 	/tmp/llmops-lock/bin/pip freeze
+
+# --- bad-input matrix (docs/bad-input.md) ------------------------------------------------------------------
+# Count the rows of every tests/*/test_bad_input_*.py, run those that need no node, write the figures section.
+.PHONY: bad-input-figures
+bad-input-figures: venv
+	python scripts/bad-input-figures.py --run --write
