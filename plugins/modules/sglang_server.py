@@ -428,6 +428,8 @@ def _path_problem(path):
         return "is a directory"
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
     return None
 
 
@@ -680,6 +682,12 @@ def run_module():
                 last_line_time=last_line_time,
             )
         missing = source.problem()
+    except (OSError, ValueError) as exc:  # an unreadable log, a number the checks above let through
+        module.fail_json(
+            msg="expected to read SGLang's log and wait; found an error while waiting: %s. Check the log's path and "
+            "permissions (log_path, the unit's StandardOutput=append:PATH)." % " ".join(str(exc).split()),
+            **result,
+        )
     finally:
         source.close()
     result.update(build_result(log, status, launch_time, health_only=health_only))
