@@ -532,6 +532,12 @@ def run_module():
         unit = token.get("unit")
         if unit:
             systemctl = module.get_bin_path("systemctl", required=True)
+        problem = _path_problem(token["path"]) if token["source"] == "file" and token.get("path") else None
+        if problem:
+            module.fail_json(
+                msg="expected the resume token's log path to be SGLang's log file; found that %s %s. Pass the resume "
+                "value of the task that launched SGLang, unchanged." % (token["path"], problem)
+            )
         health_url = health_url or token.get("health_url")
         validate_certs = validate_certs and token.get("validate_certs", True)
         if token.get("health_only") and not health_url:

@@ -200,6 +200,11 @@ CASES = [
         + RETRY,
     ),
     (
+        "resume token whose log path is a directory",
+        {"resume": token(path="{dir}")},
+        "expected the resume token's log path to be SGLang's log file; found that {dir} is a directory. " + RETRY,
+    ),
+    (
         "health-only resume token without any health URL",
         {"resume": token(health_only=True)},
         "expected health_url: this resume token waits on the health URL only (the unit was already running and its "
@@ -228,8 +233,8 @@ def fill(value, site):
                 data = base64.urlsafe_b64decode(body).decode()
             except ValueError:
                 return value
-            if "{log}" in data:
-                data = data.replace("{log}", site["log"])
+            if "{log}" in data or "{dir}" in data:
+                data = data.replace("{log}", site["log"]).replace("{dir}", site["dir"])
                 return "sgl1." + base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
     return value
 
