@@ -7,6 +7,7 @@ of nothing (empty, NUL bytes); each row fingerprints the directory it reads and 
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sys
@@ -82,6 +83,18 @@ CASES = [
         2,
         f"expected {{dir}} to be a log file; found a directory. {TODO_FILE}",
     ),
+    (
+        "an endless device",
+        ["/dev/zero"],
+        2,
+        f"expected /dev/zero to be a log file; found a character device. {TODO_FILE}",
+    ),
+    (
+        "following a pipe",
+        ["{pipe}", "--follow", "--timeout", "5"],
+        2,
+        "cannot follow {pipe}: it is a pipe. Follow the log file itself, or drop --follow to read the pipe.",
+    ),
     ("a missing file", ["{missing}"], 2, f"cannot read {{missing}}: No such file or directory. {TODO_FILE}"),
     (
         "a missing file with follow",
@@ -110,6 +123,7 @@ def files(tmp_path):
     (d / "program.bin").write_bytes(binary.read_bytes())
     (d / "os-release").write_bytes(Path("/etc/os-release").read_bytes())
     (d / "sub").mkdir()
+    os.mkfifo(d / "pipe")
 
     def lines(p):
         return str(
@@ -124,6 +138,7 @@ def files(tmp_path):
         "text": str(d / "os-release"),
         "text_lines": lines(d / "os-release"),
         "dir": str(d / "sub"),
+        "pipe": str(d / "pipe"),
         "missing": str(d / "not-there.log"),
         "root": str(d),
     }
