@@ -328,6 +328,7 @@ def wait_for_startup(
     unit_check=None,
     catch_up=False,
     last_line_time=None,
+    missing_grace=None,
     log=None,
     clock=time.time,
     sleep=time.sleep,
@@ -335,8 +336,10 @@ def wait_for_startup(
     """Follow ``source`` (``read() -> bytes``) until the required milestones, a failure, a stall, the timeout or the
     call's wait budget. ``health()`` returns an HTTP status (or None); ``unit_check()`` returns a reason string when
     the process died. ``timeout`` counts from ``launch_time``, ``wait_budget`` from this call. Pass ``log`` (a
-    ``StartupLog``) to keep what was read when the caller is interrupted. Returns ``(log, status)``, status one of
-    ``STATUSES``; ``log.health`` is the last HTTP status and ``log.death`` why the unit stopped.
+    ``StartupLog``) to keep what was read when the caller is interrupted. With ``missing_grace`` the wait ends as
+    stalled once the source's ``problem()`` (no log file) persists that many seconds after the launch. Returns
+    ``(log, status)``, status one of ``STATUSES``; ``log.health`` is the last HTTP status and ``log.death`` why the
+    unit stopped.
     """
     for name, value, low in (("timeout", timeout, 0), ("poll_interval", poll_interval, 0)):
         reason = check_finite(name, value, low=low, low_open=True)
@@ -392,6 +395,10 @@ def wait_for_startup(
                 log.finish(now=clock())
                 log.death = reason
                 return log, "failed" if log.failure else "died"
+        if missing_grace is not None and now - launch_time >= missing_grace and source.problem():
+            # a unit creates its log file when it starts: still none after the grace means it writes elsewhere
+            log.mark_stalled(now - last)
+            return log, "stalled"
         if is_stalled(last, now, stall_timeout):
             log.mark_stalled(now - last)
             return log, "stalled"

@@ -280,6 +280,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_wait import (
 __all__ = ["build_result", "check_health", "decode_token", "encode_token", "milestones_met", "wait_for_startup"]
 
 TAIL_LINES = 30
+# Seconds after the launch by which a unit's log file must exist (systemd creates StandardOutput=append: files
+# before it starts the process): still none means the unit writes elsewhere, and waiting longer cannot help.
+MISSING_LOG_GRACE = 30.0
 # A resume token's launch time may lie this far in the future of this host's clock (two hosts, NTP steps).
 TOKEN_CLOCK_SLACK = 300
 
@@ -686,6 +689,7 @@ def run_module():
                 unit_check=unit_check,
                 catch_up=catch_up,
                 last_line_time=last_line_time,
+                missing_grace=MISSING_LOG_GRACE if token.get("unit") else None,
             )
         missing = source.problem()
     except (OSError, ValueError) as exc:  # an unreadable log, a number the checks above let through
@@ -714,13 +718,15 @@ def run_module():
         "timeout": "no %s within %d s of the launch" % (wait_for, p["timeout"]),
     }[status]
     if missing:
+        if status == "stalled" and token.get("unit") and not 0 < p["stall_timeout"] <= result["elapsed"]:
+            what = "no log file %d s after the launch" % MISSING_LOG_GRACE
         result["diagnosis"] = (
             "The log file %s %s: nothing of SGLang's output was read. Check the unit's "
             "StandardOutput=append:PATH against log_path." % (token["path"], missing)
         )
         result["msg"] = (
-            "SGLang did not reach %s: found %s, and the log file %s %s. Check the unit's "
-            "StandardOutput=append:PATH against log_path." % (wait_for, what, token["path"], missing)
+            "SGLang did not reach %s: the log file %s %s (the wait ended on %s). Check the unit's "
+            "StandardOutput=append:PATH against log_path." % (wait_for, token["path"], missing, what)
         )
         module.fail_json(**result)
     if status == "timeout" and not health_only and result["outcome"] == "incomplete":

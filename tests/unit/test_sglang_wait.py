@@ -181,7 +181,7 @@ def test_the_wait_loop_refuses_numbers_that_would_never_end(tmp_path, kw, messag
 
 
 def test_the_module_reports_a_log_file_that_never_appeared(tmp_path, capsys):
-    """A unit that writes elsewhere: the stall message names the missing file instead of "phase None"."""
+    """A log-only wait whose file vanished: the stall message names the missing file instead of "phase None"."""
     missing = tmp_path / "elsewhere" / "server.log"
     token = mod.encode_token(
         {"source": "file", "path": str(missing), "inode": None, "offset": 0, "launch": time.time()}
@@ -189,7 +189,18 @@ def test_the_module_reports_a_log_file_that_never_appeared(tmp_path, capsys):
     code, out = run_module({"resume": token, "stall_timeout": 1, "poll_interval": 0.05, "timeout": 30}, capsys)
     assert code == 1
     assert out["msg"] == (
-        f"SGLang did not reach ready: found no new log line for 1 s, and the log file {missing} does not exist. "
-        "Check the unit's StandardOutput=append:PATH against log_path."
+        f"SGLang did not reach ready: the log file {missing} does not exist (the wait ended on no new log line for "
+        "1 s). Check the unit's StandardOutput=append:PATH against log_path."
     )
     assert not os.path.exists(missing)
+
+
+def test_a_unit_whose_log_file_never_appears_fails_after_the_grace_not_the_stall_timeout(tmp_path):
+    """systemd creates an append: log before the process starts; no file after the grace means it writes elsewhere."""
+    clock = FakeClock(2_000.0)
+    follower = wait.LogFollower(str(tmp_path / "elsewhere.log"))
+    _, status = wait.wait_for_startup(
+        follower, clock.t, timeout=1800, stall_timeout=600, missing_grace=30, clock=clock, sleep=clock.sleep
+    )
+    assert status == "stalled" and clock.slept == pytest.approx(30, abs=0.5)
+    assert follower.problem() == "does not exist"
