@@ -122,3 +122,9 @@ conformance: venv ## downloads sglang wheels 0.4.4..newest into /var/cache/llmop
 bench: bench-doctor
 bench-doctor: venv
 	python tests/bench/bench_doctor.py
+
+# --- bad-input matrix (docs/bad-input.md) ------------------------------------------------------------------
+# Count the rows of every tests/*/test_bad_input_*.py, run those that need no node, write the figures section.
+.PHONY: bad-input-figures
+bad-input-figures: venv
+	python scripts/bad-input-figures.py --run --write

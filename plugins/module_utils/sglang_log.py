@@ -15,7 +15,6 @@ Public API
                                  ``is_terminal(now)`` for waiting loops.
 ``parse_text(text)``            one-shot helper: feed + finish, returns the ``StartupLog``.
 ``parse_server_args(text)``     resolved values from a ``server_args=ServerArgs(...)`` line.
-``is_stalled``, ``LogFollower`` the waiting helpers (see ``sglang_logfollow``), re-exported.
 ``OUTCOMES``, ``PHASES``, ``MILESTONES``, ``RANK_FIELDS``   the vocabularies.
 
 Reading is one pass in bounded memory: a chunk's complete lines are searched with two byte-level regexes built from
@@ -32,7 +31,6 @@ import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_versions as versions
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_diagnosis import diagnose
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logfollow import LogFollower, is_stalled
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logstate import (
     PHASE_INDEX,
     PHASES,
@@ -52,9 +50,7 @@ __all__ = [
     "OUTCOMES",
     "PHASES",
     "RANK_FIELDS",
-    "LogFollower",
     "StartupLog",
-    "is_stalled",
     "parse_server_args",
     "parse_text",
 ]

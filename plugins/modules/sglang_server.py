@@ -28,7 +28,10 @@ description:
   - With O(wait_budget) one call waits at most that long and returns RV(done=false) with a RV(resume) token, so the
     task can run under C(until)/C(retries) and show progress between attempts (see EXAMPLES).
   - The log grammar lives in the collection's C(sglang_log) module_utils, shared with the C(sglang_progress)
-    callback and C(bin/sglang-doctor).
+    callback and C(bin/sglang-doctor); the waiting (log sources, the wait loop, the health-only loop) lives in
+    C(sglang_wait), shared with C(sglang-doctor --follow).
+  - Every parameter is checked before anything is started - finite, in range, paths of the right kind - and a
+    problem is reported as one line saying what was expected, what was found and what to do.
 author:
   - llmops.sglang developers (@llmops)
 options:
@@ -56,16 +59,18 @@ options:
   log_path:
     description:
       - The log file SGLang writes. Without O(name) the module launches nothing and waits on this file from its
-        current end (or from O(log_offset)).
+        current end (or from O(log_offset)); the file must then exist. A directory or device is refused.
     type: path
   log_offset:
     description:
       - Log-only mode - byte offset to start reading at instead of the current end. V(0) reads the whole file.
+      - Must lie within the file (0 to its size); an offset past the end is refused rather than read as a truncation,
+        which would re-read an earlier run's lines.
     type: int
   expected_ranks:
     description:
       - Number of scheduler ranks whose KV allocation and graph capture must be seen. Default from the logged
-        C(server_args) (tp_size x pp_size x dp_size (without DP attention) / nnodes).
+        C(server_args) (tp_size x pp_size x dp_size (without DP attention) / nnodes). At least V(1).
     type: int
   wait_for:
     description:
@@ -77,6 +82,8 @@ options:
     description:
       - URL that must answer 200 once the log milestones are reached, for example C(http://127.0.0.1:30000/health)
         (SGLang 0.5.1+ answers 503 until warm-up passed). Without it the log decides.
+      - Recorded in the RV(resume) token, so a resumed call need not repeat it (O(api_key) is never recorded, so repeat
+        it when the URL needs it).
     type: str
   api_key:
     description:
@@ -87,7 +94,7 @@ options:
     type: bool
     default: true
   timeout:
-    description: Seconds since the launch after which the wait fails (total, across O(resume) calls).
+    description: Seconds since the launch after which the wait fails (total, across O(resume) calls). Above V(0).
     type: int
     default: 1800
   stall_timeout:
@@ -104,9 +111,10 @@ options:
   resume:
     description:
       - Token from a previous call's RV(resume). Continues waiting on the same launch without launching again.
+      - Every field of the token is checked; a hand-edited token is refused with what is wrong with it.
     type: str
   poll_interval:
-    description: Seconds between cheap incremental reads of the log.
+    description: Seconds between cheap incremental reads of the log; a finite number above V(0).
     type: float
     default: 0.2
 notes:
@@ -257,108 +265,81 @@ health:
 
 import base64
 import json
+import math
 import os
+import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import (
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_wait import (
+    WAIT_MILESTONES,
+    JournalSource,
     LogFollower,
-    StartupLog,
-    is_stalled,
+    NullSource,
+    check_finite,
+    check_health,
+    milestones_met,
+    wait_for_startup,
+    wait_health_only,
 )
 
-UNIT_CHECK_INTERVAL = 1.0
-HEALTH_INTERVAL = 1.0
+__all__ = ["build_result", "check_health", "decode_token", "encode_token", "milestones_met", "wait_for_startup"]
+
 TAIL_LINES = 30
-_WAIT_MILESTONES = ("kv_allocated", "cuda_graph_captured", "http_up", "ready")
+# Seconds after the launch by which a unit's log file must exist (systemd creates StandardOutput=append: files
+# before it starts the process): still none means the unit writes elsewhere, and waiting longer cannot help.
+MISSING_LOG_GRACE = 30.0
+# A resume token's launch time may lie this far in the future of this host's clock (two hosts, NTP steps).
+TOKEN_CLOCK_SLACK = 300
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Resume token
+# Resume token (user input: it may come back hand-edited, so every field is checked)
 # ---------------------------------------------------------------------------------------------------------------
 def encode_token(data):
     raw = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
     return "sgl1." + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def decode_token(token):
-    if not token or not token.startswith("sgl1."):
-        raise ValueError("not a sglang_server resume token")
+def decode_token(token, now=None):
+    """The launch a token pins. Raises ValueError with what is wrong with it (words after "found one that")."""
+    if not isinstance(token, str) or not token.startswith("sgl1."):
+        raise ValueError("does not start with sgl1.")
     body = token[5:]
     body += "=" * (-len(body) % 4)
-    data = json.loads(base64.urlsafe_b64decode(body.encode("ascii")).decode("utf-8"))
-    if not isinstance(data, dict) or "launch" not in data or data.get("source") not in ("file", "journal"):
-        raise ValueError("incomplete resume token")
+    try:
+        data = json.loads(base64.urlsafe_b64decode(body.encode("ascii")).decode("utf-8"))
+    except ValueError:  # binascii.Error, UnicodeError and JSONDecodeError are all ValueErrors
+        raise ValueError("is not base64 of JSON after sgl1.") from None
+    if not isinstance(data, dict):
+        raise ValueError("does not hold a JSON object")
+    problems = []
+    if data.get("source") not in ("file", "journal"):
+        problems.append("has source %r (expected file or journal)" % (data.get("source"),))
+    launch = data.get("launch")
+    now = time.time() if now is None else now
+    if isinstance(launch, bool) or not isinstance(launch, (int, float)) or not math.isfinite(launch) or launch <= 0:
+        problems.append("has launch %r (expected the epoch seconds of the launch)" % (launch,))
+    elif launch > now + TOKEN_CLOCK_SLACK:
+        problems.append("has a launch time in the future (%.0f s ahead)" % (launch - now))
+    for key in ("offset", "inode"):
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            problems.append("has %s %r (expected an integer >= 0)" % (key, value))
+    for key in ("unit", "path", "invocation", "health_url"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            problems.append("has %s %r (expected a string)" % (key, value))
+    for key in ("health_only", "validate_certs"):
+        if data.get(key) is not None and not isinstance(data[key], bool):
+            problems.append("has %s %r (expected true or false)" % (key, data[key]))
+    if data.get("source") == "file" and not (isinstance(data.get("path"), str) and data["path"]):
+        problems.append("has no log path")
+    if data.get("source") == "journal" and not (isinstance(data.get("invocation"), str) and data["invocation"]):
+        problems.append("has no unit invocation id")
+    if problems:
+        raise ValueError(", ".join(problems))
     return data
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Log sources
-# ---------------------------------------------------------------------------------------------------------------
-class JournalSource:
-    """Entries of one unit invocation, streamed by ``journalctl --follow -o json _SYSTEMD_INVOCATION_ID=<id>``."""
-
-    def __init__(self, journalctl, invocation_id, popen=None):
-        import subprocess
-
-        self._popen = popen or subprocess.Popen
-        cmd = [
-            journalctl,
-            "--no-pager",
-            "--follow",
-            "--lines=all",
-            "--output=json",
-            "_SYSTEMD_INVOCATION_ID=" + invocation_id,
-        ]
-        self._proc = self._popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ, LANG="C", LC_ALL="C")
-        )
-        os.set_blocking(self._proc.stdout.fileno(), False)
-        self._buf = b""
-        self.cursor = None
-        self.last_time = None  # __REALTIME_TIMESTAMP of the last entry read (epoch seconds)
-
-    def read(self):
-        chunks = []
-        while True:
-            try:
-                b = os.read(self._proc.stdout.fileno(), 1 << 20)
-            except BlockingIOError:
-                break
-            if not b:
-                break
-            chunks.append(b)
-        if not chunks:
-            return b""
-        data = self._buf + b"".join(chunks)
-        lines = data.split(b"\n")
-        self._buf = lines.pop()
-        out = []
-        for raw in lines:
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
-            msg = entry.get("MESSAGE")
-            if isinstance(msg, list):  # non-UTF-8 payloads come as byte arrays
-                msg = bytes(x & 0xFF for x in msg).decode("utf-8", "replace")
-            if msg is None:
-                continue
-            self.cursor = entry.get("__CURSOR", self.cursor)
-            try:
-                self.last_time = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
-            except (KeyError, TypeError, ValueError):
-                pass
-            out.append(msg.encode("utf-8") + b"\n")
-        return b"".join(out)
-
-    def close(self):
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=2)
-            except Exception:
-                self._proc.kill()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -396,112 +377,9 @@ def unit_dead(status, invocation_id):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The wait
+# The result
 # ---------------------------------------------------------------------------------------------------------------
-def milestones_met(log, wait_for, expected_ranks):
-    n = expected_ranks or log.expected_ranks() or 1
-    order = _WAIT_MILESTONES[: _WAIT_MILESTONES.index(wait_for) + 1]
-    return all(log.milestone_met(m, n) for m in order)
-
-
-def check_health(url, api_key=None, validate_certs=True, timeout=3.0, opener=None):
-    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
-    if opener is None:
-        from ansible.module_utils.urls import open_url as opener  # heavy import (ssl, http): only when needed
-    try:
-        resp = opener(url, headers=headers, method="GET", timeout=timeout, validate_certs=validate_certs)
-        return resp.getcode() if hasattr(resp, "getcode") else resp.status
-    except Exception as exc:  # any failure means "not healthy yet"
-        code = getattr(exc, "code", None)
-        return code if isinstance(code, int) else None
-
-
-def wait_for_startup(
-    source,
-    launch_time,
-    *,
-    wait_for="ready",
-    expected_ranks=None,
-    timeout=1800.0,
-    stall_timeout=600.0,
-    wait_budget=0.0,
-    poll_interval=0.2,
-    health=None,
-    unit_check=None,
-    catch_up=False,
-    last_line_time=None,
-    clock=time.time,
-    sleep=time.sleep,
-):
-    """Follow ``source`` (``read() -> bytes``) until the required milestones, a failure, a stall, the timeout or the
-    call's wait budget. ``health()`` returns an HTTP status (or None); ``unit_check()`` returns a reason string when
-    the process died. Returns ``(log, status)`` where status is one of ready, failed, died, stalled, timeout, budget.
-    """
-    log = StartupLog(tail_lines=TAIL_LINES, clock=clock)
-    start = clock()
-    last = last_line_time if last_line_time is not None else start
-    budget_end = start + wait_budget if wait_budget and wait_budget > 0 else None
-    next_unit = start
-    next_health = start
-    log.health = None
-    log.death = None
-    catching_up = catch_up
-    while True:
-        data = source.read()
-        now = clock()
-        written = None
-        if data:
-            log.feed(data, now=None if catching_up else now)
-            # the stall clock runs from when the newest line was written, not from when this call read it: a
-            # resumed call re-reads the launch's earlier lines, which must not restart it on every retry
-            written = _last_write_time(source)
-            last = now if written is None else min(now, written)
-        # a resumed call re-reads this launch's earlier lines: their times come from the log's timestamps. That
-        # backlog may arrive in several reads (a full buffer) and, from journalctl, only after a first empty read.
-        catching_up = catching_up and (
-            (not data and not log.lines)
-            or len(data) >= getattr(source, "max_read", 1 << 62)
-            or (written is not None and written < start)
-        )
-        if log.failure and log.is_terminal(now):
-            return log, "failed"
-        if milestones_met(log, wait_for, expected_ranks):
-            if health is None:
-                return log, "ready"
-            if now >= next_health:
-                log.health = health()
-                next_health = now + HEALTH_INTERVAL
-                if log.health == 200:
-                    return log, "ready"
-        if unit_check is not None and now >= next_unit:
-            next_unit = now + UNIT_CHECK_INTERVAL
-            reason = unit_check()
-            if reason:
-                sleep(min(0.3, poll_interval))  # let the last lines reach the file or the journal
-                log.feed(source.read(), now=clock())
-                log.finish(now=clock())
-                log.death = reason
-                return log, "failed" if log.failure else "died"
-        if is_stalled(last, now, stall_timeout):
-            log.mark_stalled(now - last)
-            return log, "stalled"
-        if now - launch_time >= timeout:
-            return log, "timeout"
-        if budget_end is not None and now >= budget_end:
-            return log, "budget"
-        sleep(poll_interval)
-
-
-def _last_write_time(source):
-    """When the source's newest returned line was written (epoch seconds), or None when it cannot tell."""
-    getter = getattr(source, "last_write_time", None)
-    if callable(getter):
-        return getter()
-    value = getattr(source, "last_time", None)
-    return value if isinstance(value, (int, float)) else None
-
-
-def build_result(log, status, launch_time, clock=time.time):
+def build_result(log, status, launch_time, clock=time.time, health_only=False):
     res = log.result()
     base = res["milestones"]
     out = {
@@ -522,6 +400,13 @@ def build_result(log, status, launch_time, clock=time.time):
         out["capture_progress"] = res["capture_progress"]
     if getattr(log, "health", None) is not None:
         out["health"] = log.health
+    if health_only:
+        out["diagnosis"] = (
+            "The unit was already running, so its log file could not tell this process's lines from an older "
+            "run's; only the health URL was asked (last status %s)." % getattr(log, "health", None)
+        )
+        if status == "ready":
+            out["outcome"], out["phase"] = "ready", "ready"
     if status == "died" and not log.failure:
         out["outcome"] = "crash"
         out["diagnosis"] = "SGLang exited during %s: %s. %s" % (res["phase"] or "start-up", log.death, res["diagnosis"])
@@ -541,6 +426,79 @@ def _file_launch_point(path):
         return None, 0
 
 
+def _path_problem(path):
+    """Why ``path`` cannot be SGLang's log file (words after the path), or None. A missing file is not a problem
+    here: a unit creates its log on start."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return "cannot be read (%s)" % exc.strerror
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
+
+
+def validate(p, check_mode=False):
+    """The first problem with the parameters as one line (expected, found, what to do), or None. No side effects.
+    In check mode a missing log file is no problem: an earlier task that would create it did not run."""
+    checks = (
+        check_finite("timeout", p["timeout"], low=0, low_open=True),
+        check_finite("stall_timeout", p["stall_timeout"], low=0),
+        check_finite("wait_budget", p["wait_budget"], low=0),
+        check_finite("poll_interval", p["poll_interval"], low=0, low_open=True),
+    )
+    for reason in checks:
+        if reason:
+            return reason + ". Give a finite number of seconds (stall_timeout and wait_budget accept 0: off)."
+    if p["expected_ranks"] is not None and p["expected_ranks"] < 1:
+        return (
+            "expected expected_ranks >= 1 (the number of scheduler ranks, for example the TP size); found %d. "
+            "Leave it out to take it from the logged server_args." % p["expected_ranks"]
+        )
+    if p["log_offset"] is not None and p["name"]:
+        return (
+            "expected log_offset only in log-only mode (log_path without name); found name=%s. Remove one."
+            % (p["name"])
+        )
+    if p["log_offset"] is not None and p["log_offset"] < 0:
+        return (
+            "expected log_offset >= 0 (a byte offset into the log); found %d. Use 0 to read the whole file."
+            % (p["log_offset"])
+        )
+    if p["health_url"] is not None and not p["health_url"].startswith(("http://", "https://")):
+        return (
+            "expected health_url to be an http:// or https:// URL; found %r. For example http://127.0.0.1:30000/health."
+            % (p["health_url"])
+        )
+    if p["log_path"] and not p["resume"]:
+        problem = _path_problem(p["log_path"])
+        if problem:
+            return (
+                "expected log_path to be SGLang's log file; found that %s %s. Point log_path at the file the "
+                "unit writes (StandardOutput=append:PATH)." % (p["log_path"], problem)
+            )
+        if not p["name"]:
+            size = _file_launch_point(p["log_path"])[1]
+            if not os.path.exists(p["log_path"]) and not check_mode:
+                return (
+                    "expected log_path %s to exist in log-only mode (log_path without name); found no such file. "
+                    "Start SGLang first, fix the path, or give name to launch the unit." % p["log_path"]
+                )
+            if p["log_offset"] is not None and p["log_offset"] > size:
+                return (
+                    "expected log_offset <= %d (the size of %s); found %d, past its end. Use 0 to read the whole "
+                    "file, or leave log_offset out to wait from its current end."
+                    % (size, p["log_path"], p["log_offset"])
+                )
+    return None
+
+
 def run_module():
     module = AnsibleModule(
         argument_spec=dict(
@@ -550,7 +508,7 @@ def run_module():
             log_path=dict(type="path"),
             log_offset=dict(type="int"),
             expected_ranks=dict(type="int"),
-            wait_for=dict(type="str", default="ready", choices=list(_WAIT_MILESTONES)),
+            wait_for=dict(type="str", default="ready", choices=list(WAIT_MILESTONES)),
             health_url=dict(type="str"),
             api_key=dict(type="str", no_log=True),
             validate_certs=dict(type="bool", default=True),
@@ -566,28 +524,47 @@ def run_module():
         supports_check_mode=True,
     )
     p = module.params
-    if p["log_offset"] is not None and p["name"]:
-        module.fail_json(msg="log_offset applies to log-only mode (log_path without name); found name=%s" % p["name"])
-    if p["poll_interval"] <= 0 or p["timeout"] <= 0:
-        module.fail_json(
-            msg="expected poll_interval > 0 and timeout > 0; found %s and %s" % (p["poll_interval"], p["timeout"])
-        )
+    problem = validate(p, module.check_mode)
+    if problem:
+        module.fail_json(msg=problem)
     systemctl = module.get_bin_path("systemctl", required=bool(p["name"]) and not p["resume"])
     result = {"changed": False, "launched": False}
     launched = False
+    health_url, validate_certs = p["health_url"], p["validate_certs"]
 
     if p["resume"]:
         try:
             token = decode_token(p["resume"])
         except ValueError as exc:
-            module.fail_json(msg="expected a resume token returned by sglang_server; found something else (%s)" % exc)
+            module.fail_json(
+                msg="expected a resume token returned by sglang_server; found one that %s. Pass the resume value of "
+                "the task that launched SGLang, unchanged." % exc
+            )
         unit = token.get("unit")
         if unit:
             systemctl = module.get_bin_path("systemctl", required=True)
+        problem = _path_problem(token["path"]) if token["source"] == "file" and token.get("path") else None
+        if problem:
+            module.fail_json(
+                msg="expected the resume token's log path to be SGLang's log file; found that %s %s. Pass the resume "
+                "value of the task that launched SGLang, unchanged." % (token["path"], problem)
+            )
+        health_url = health_url or token.get("health_url")
+        validate_certs = validate_certs and token.get("validate_certs", True)
+        if token.get("health_only") and not health_url:
+            module.fail_json(
+                msg="expected health_url: this resume token waits on the health URL only (the unit was already "
+                "running and its log file cannot tell this process's lines from an older run's); found none in the "
+                "task or the token. Pass health_url again."
+            )
     else:
         unit = p["name"]
         source_kind = p["log_source"] or ("file" if p["log_path"] else "journal")
         token = {"source": source_kind, "unit": unit, "path": p["log_path"]}
+        if health_url:
+            token["health_url"] = health_url
+        if not validate_certs:
+            token["validate_certs"] = False
         if unit:
             before = unit_status(module.run_command, systemctl, unit)
             if "error" in before:
@@ -597,6 +574,12 @@ def run_module():
             active = before.get("ActiveState") in ("active", "activating", "reloading")
             do_launch = p["state"] == "restarted" or not active
             result["unit"] = before
+            if not do_launch and source_kind == "file" and not health_url:
+                module.fail_json(
+                    msg="%s is already active and state=started: the log file cannot tell this process's lines "
+                    "from an older run's. Expected health_url, log_source=journal, or state=restarted." % unit,
+                    unit=before,
+                )
             if module.check_mode:
                 verb = ("re" if p["state"] == "restarted" else "") + "start"
                 module.exit_json(
@@ -618,7 +601,7 @@ def run_module():
                 if rc != 0:
                     module.fail_json(
                         msg="expected `systemctl %s %s` to succeed; it returned %d: %s. Check `systemctl status %s` "
-                        "and `journalctl -u %s`." % (verb, unit, rc, (err or out).strip(), unit, unit),
+                        "and `journalctl -u %s`." % (verb, unit, rc, " ".join((err or out).split()), unit, unit),
                         rc=rc,
                         unit=before,
                     )
@@ -635,13 +618,6 @@ def run_module():
             else:
                 invocation = before.get("InvocationID") or ""
                 launch_time = time.time()
-                if source_kind == "file" and not p["health_url"]:
-                    module.fail_json(
-                        msg="%s is already active and state=started: the log file cannot tell this process's lines "
-                        "from "
-                        "an older run's. Expected health_url, log_source=journal, or state=restarted." % unit,
-                        unit=before,
-                    )
             if source_kind == "journal" and not invocation:
                 module.fail_json(
                     msg="expected an InvocationID for %s after the start; found none (systemd < 232?). "
@@ -668,12 +644,13 @@ def run_module():
     result["launched"] = launched
     result["resume"] = encode_token(token)
     launch_time = token["launch"]
+    health_only = bool(token.get("health_only"))
 
     # ---- sources and probes ----
     catch_up = bool(p["resume"]) or (token["source"] == "journal" and not launched)
     last_line_time = None
-    if token.get("health_only"):
-        source = _NullSource()
+    if health_only:
+        source = NullSource()
     elif token["source"] == "file":
         source = LogFollower(token["path"], offset=token.get("offset"), inode=token.get("inode"))
         if p["resume"]:
@@ -685,11 +662,11 @@ def run_module():
         journalctl = module.get_bin_path("journalctl", required=True)
         source = JournalSource(journalctl, token["invocation"])
     health = None
-    if p["health_url"]:
-        url, key, vc = p["health_url"], p["api_key"], p["validate_certs"]
+    if health_url:
+        key = p["api_key"]
 
         def health():
-            return check_health(url, key, vc)
+            return check_health(health_url, key, validate_certs)
 
     unit_check = None
     if token.get("unit") and systemctl:
@@ -700,10 +677,12 @@ def run_module():
             result["unit"] = status
             return unit_dead(status, invocation)
 
-    wait_for = "http_up" if token.get("health_only") else p["wait_for"]
+    wait_for = "http_up" if health_only else p["wait_for"]
     try:
-        if token.get("health_only"):
-            log, status = _wait_health_only(health, launch_time, p, unit_check)
+        if health_only:
+            log, status = wait_health_only(
+                health, launch_time, timeout=p["timeout"], wait_budget=p["wait_budget"], unit_check=unit_check
+            )
         else:
             log, status = wait_for_startup(
                 source,
@@ -718,10 +697,18 @@ def run_module():
                 unit_check=unit_check,
                 catch_up=catch_up,
                 last_line_time=last_line_time,
+                missing_grace=MISSING_LOG_GRACE if token.get("unit") else None,
             )
+        missing = source.problem()
+    except (OSError, ValueError) as exc:  # an unreadable log, a number the checks above let through
+        module.fail_json(
+            msg="expected to read SGLang's log and wait; found an error while waiting: %s. Check the log's path and "
+            "permissions (log_path, the unit's StandardOutput=append:PATH)." % " ".join(str(exc).split()),
+            **result,
+        )
     finally:
         source.close()
-    result.update(build_result(log, status, launch_time))
+    result.update(build_result(log, status, launch_time, health_only=health_only))
     if status == "ready":
         n = p["expected_ranks"] or log.expected_ranks()
         seen = len(log.ranks_with("kv_allocated"))
@@ -736,9 +723,21 @@ def run_module():
         "failed": "a failure signature in the log",
         "died": "the unit stopped",
         "stalled": "no new log line for %d s" % p["stall_timeout"],
-        "timeout": "no %s within %d s" % (wait_for, p["timeout"]),
+        "timeout": "no %s within %d s of the launch" % (wait_for, p["timeout"]),
     }[status]
-    if status == "timeout" and token.get("health_only") is None and result["outcome"] == "incomplete":
+    if missing:
+        if status == "stalled" and token.get("unit") and not 0 < p["stall_timeout"] <= result["elapsed"]:
+            what = "no log file %d s after the launch" % MISSING_LOG_GRACE
+        result["diagnosis"] = (
+            "The log file %s %s: nothing of SGLang's output was read. Check the unit's "
+            "StandardOutput=append:PATH against log_path." % (token["path"], missing)
+        )
+        result["msg"] = (
+            "SGLang did not reach %s: the log file %s %s (the wait ended on %s). Check the unit's "
+            "StandardOutput=append:PATH against log_path." % (wait_for, token["path"], missing, what)
+        )
+        module.fail_json(**result)
+    if status == "timeout" and not health_only and result["outcome"] == "incomplete":
         result["diagnosis"] = "Timed out after %d s in phase %s. %s" % (
             p["timeout"],
             result["phase"],
@@ -749,41 +748,9 @@ def run_module():
         what,
         result["outcome"],
         result["phase"],
-        result["diagnosis"],
+        " ".join(result["diagnosis"].split()),
     )
     module.fail_json(**result)
-
-
-class _NullSource:
-    def read(self):
-        return b""
-
-    def close(self):
-        pass
-
-
-def _wait_health_only(health, launch_time, p, unit_check):
-    """Already-running unit with a file log: only the health URL can prove readiness."""
-    log = StartupLog()
-    log.health = None
-    log.death = None
-    start = time.time()
-    while True:
-        log.health = health()
-        if log.health == 200:
-            log.ready = True
-            log.phase = "ready"
-            return log, "ready"
-        reason = unit_check() if unit_check else None
-        if reason:
-            log.death = reason
-            return log, "died"
-        now = time.time()
-        if now - start >= p["timeout"]:
-            return log, "timeout"
-        if p["wait_budget"] and now - start >= p["wait_budget"]:
-            return log, "budget"
-        time.sleep(HEALTH_INTERVAL)
 
 
 def main():

@@ -14,13 +14,12 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import (
     OUTCOMES,
     PHASES,
     RANK_FIELDS,
-    LogFollower,
     StartupLog,
-    is_stalled,
     parse_server_args,
     parse_text,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import capture_oom_advice
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_wait import LogFollower, is_stalled
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import LogFollower
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_wait import LogFollower
 from ansible_collections.llmops.sglang.plugins.modules import sglang_server as mod
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"

@@ -1,0 +1,360 @@
+"""Bad input to the server and preflight roles, on one simulated node: refused in one line before the first change.
+
+One node (bi1, 10.213.0.81: 8 x RTX PRO 6000 Blackwell with driver 580.95.05, nothing else installed) takes
+playbooks/server.yml or playbooks/preflight.yml with one bad -e value per row. Each row asserts the exact message
+of the failed task, a failed play, no Python traceback, that the node is exactly as before (installed packages,
+/etc, /usr, /opt, /var/lib/llmops-sglang, /var/log/sglang, sglang units: tests/bad_input_util.REMOTE_FINGERPRINT),
+that a bad API key is described without its value, and a time bound (the play is killed after 180 s).
+
+Rows marked "no GPU" hide the simulated GPUs for that row only (the no-gpu profile over the fake nvidia-smi's
+profile, an empty directory over the simulated PCI bus), as a host without NVIDIA hardware looks.
+
+Run under the node lock (about 4 min):
+    flock /run/llmops-nodes.lock .venv/bin/pytest tests/integration/test_bad_input_roles.py -m node
+Environment: BI_NODE_NAME / BI_NODE_IP override the node (names bi*, addresses 10.213.0.81-89).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from bad_input_util import REMOTE_FINGERPRINT, ansible_messages, assert_no_traceback, assert_one_line, run_bounded
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM_NODE = ROOT / "sim" / "node"
+VENV_BIN = ROOT / ".venv" / "bin"
+NAME = os.environ.get("BI_NODE_NAME", "bi1")
+IP = os.environ.get("BI_NODE_IP", "10.213.0.81")
+SERVER = "playbooks/server.yml"
+PREFLIGHT = "playbooks/preflight.yml"
+
+pytestmark = pytest.mark.node
+
+N = f"{NAME}: nothing was changed. "
+# What the later rows need to get past the earlier checks: an account, a Python and the stand-in for a model.
+ROOT_USER = {"server_user": "root", "server_group": "root"}
+HAS_PYTHON = {**ROOT_USER, "server_python": "/usr/bin/python3"}
+
+# (case, playbook, -e variables, hide the GPUs, the exact message of the failed task)
+CASES = [
+    (
+        "server_port above 65535",
+        SERVER,
+        {"server_port": 70000},
+        False,
+        N + "Expected server_port to be a TCP port (1-65535); found 70000. Set it to a free port such as 30000.",
+    ),
+    (
+        "server_port zero",
+        SERVER,
+        {"server_port": 0},
+        False,
+        N + "Expected server_port >= 1; found 0. Set it to a free TCP port such as 30000.",
+    ),
+    (
+        "server_tp 16 on an 8-GPU host",
+        SERVER,
+        {"server_tp": 16},
+        False,
+        N + "Expected server_tp <= 8 (the NVIDIA GPUs on this host); found 16. Set server_tp to at most 8.",
+    ),
+    (
+        "server_tp zero",
+        SERVER,
+        {"server_tp": 0},
+        False,
+        N + "Expected server_tp >= 1; found 0. Set it to the number of GPUs one replica spans, e.g. 8.",
+    ),
+    (
+        "negative server_start_timeout",
+        SERVER,
+        {"server_start_timeout": -5},
+        False,
+        N + "Expected server_start_timeout >= 1; found -5. Set it to seconds, e.g. 2400.",
+    ),
+    (
+        "negative server_stall_timeout",
+        SERVER,
+        {"server_stall_timeout": -1},
+        False,
+        N + "Expected server_stall_timeout >= 0; found -1. Set it to seconds, e.g. 900 (0 turns the stall check off).",
+    ),
+    (
+        "progress interval longer than the start timeout",
+        SERVER,
+        {"server_progress_interval": 5000},
+        False,
+        N + "Expected server_progress_interval <= server_start_timeout; found 5000 > 2400. Lower "
+        "server_progress_interval (e.g. 30).",
+    ),
+    (
+        "mem fraction 1.5",
+        SERVER,
+        {"server_mem_fraction_static": 1.5},
+        False,
+        N + "Expected server_mem_fraction_static to be auto or a number between 0 and 1 (exclusive); found '1.5'. "
+        "Use auto, or for example 0.88.",
+    ),
+    (
+        "mem fraction nan",
+        SERVER,
+        {"server_mem_fraction_static": "nan"},
+        False,
+        N + "Expected server_mem_fraction_static to be auto or a number between 0 and 1 (exclusive); found 'nan'. "
+        "Use auto, or for example 0.88.",
+    ),
+    (
+        "fifty attempts",
+        SERVER,
+        {"server_max_attempts": 50},
+        False,
+        N + "Expected server_max_attempts <= 10 (each attempt loads the model again); found 50. Set it to 3.",
+    ),
+    (
+        "negative cuda graph max bs",
+        SERVER,
+        {"server_cuda_graph_max_bs": -5},
+        False,
+        N + "Expected server_cuda_graph_max_bs to be a whole number >= 1, or null for SGLang's default; found '-5'. "
+        "Remove it or set a positive number.",
+    ),
+    (
+        "API key with a space",
+        SERVER,
+        {"server_api_key": "sk-llmops bad-key-7Qz"},
+        False,
+        N + "Expected server_api_key without spaces; found a space or tab in it (21 characters; the value is not "
+        "shown). Remove it.",
+    ),
+    (
+        "API key ending in a line break",
+        SERVER,
+        {"server_api_key": "sk-llmops-key-7Qz9\n"},
+        False,
+        N + "Expected server_api_key on one line; found a line break in it (19 characters; the value is not shown). "
+        "Remove the line break (a vault file written with echo often ends with one).",
+    ),
+    (
+        "API key with a quote",
+        SERVER,
+        {"server_api_key": 'sk-"llmops-7Qz9'},
+        False,
+        N + "Expected server_api_key without quotes, backslashes, $ or `; found one of them in it (15 characters; "
+        "the value is not shown). Use letters, digits and _.~+/=:-.",
+    ),
+    (
+        "API key too short",
+        SERVER,
+        {"server_api_key": "Qz9x7"},
+        False,
+        N + "Expected server_api_key of at least 8 characters (or empty for none); found 5 (the value is not shown). "
+        "Use a long random token, e.g. from openssl rand -hex 24.",
+    ),
+    (
+        "API key in server_extra_args",
+        SERVER,
+        {"server_extra_args": ["--api-key", "sk-llmops-in-args-7Qz9"]},
+        False,
+        N + "Expected no --api-key in server_extra_args (it would be written into the unit file); found it. Set "
+        "server_api_key from ansible-vault instead: it goes only to the 0600 environment file.",
+    ),
+    (
+        "port in server_extra_args",
+        SERVER,
+        {"server_extra_args": ["--port=8000"]},
+        False,
+        N + "Expected --port to come from server_port, not server_extra_args; found it in server_extra_args. Set "
+        "server_port and remove it from server_extra_args.",
+    ),
+    (
+        "hub token in server_environment",
+        SERVER,
+        {"server_environment": {"HF_TOKEN": "hf_llmops_7Qz9"}},
+        False,
+        N + "Expected no secret in server_environment (it is written into the unit file); found HF_TOKEN. Use "
+        "server_api_key or the model role's model_hf_token: they go only to the 0600 environment file.",
+    ),
+    (
+        "relative log directory",
+        SERVER,
+        {"server_log_dir": "logs"},
+        False,
+        N + "Expected server_log_dir to be an absolute path other than / with no spaces; found 'logs'. Give the full "
+        "path, e.g. /var/log/sglang.",
+    ),
+    (
+        "unit name without .service",
+        SERVER,
+        {"server_unit_name": "sglang"},
+        False,
+        N + "Expected server_unit_name to be a systemd service name ending in .service; found 'sglang'. Use "
+        "sglang.service.",
+    ),
+    (
+        "log rotation every fortnight",
+        SERVER,
+        {"server_logrotate_frequency": "fortnightly"},
+        False,
+        N + "Expected server_logrotate_frequency to be hourly, daily, weekly, monthly or yearly; found "
+        "'fortnightly'. Use daily.",
+    ),
+    (
+        "served model name with a space",
+        SERVER,
+        {"server_served_model_name": "my model"},
+        False,
+        N + "Expected server_served_model_name to be one word (the name clients send as model); found 'my model'. "
+        "Leave it out to use the model's repo id.",
+    ),
+    (
+        "server role alone on a host without the build stage",
+        SERVER,
+        {},
+        False,
+        N + "Expected the service account sglang (server_user); found no such user. Run the build stage first "
+        "(--tags build) or set server_user to an existing account.",
+    ),
+    (
+        "server_python missing",
+        SERVER,
+        ROOT_USER,
+        False,
+        N + "Expected SGLang's Python at /opt/sglang/venv/bin/python (server_python); found no executable there. Run "
+        "the build stage first (--tags build) or set server_python.",
+    ),
+    (
+        "model missing",
+        SERVER,
+        {**HAS_PYTHON, "server_model_path": "/opt/models/not-there"},
+        False,
+        N + "Expected a model in /opt/models/not-there (server_model_path); found no config.json there. Run the model "
+        "stage first (--tags model) or set server_model_path to a model directory.",
+    ),
+    (
+        "server role alone on a host without GPUs",
+        SERVER,
+        {},
+        True,
+        None,  # gpu_facts' own words about the missing GPUs are in the middle: checked by pattern below
+    ),
+    (
+        "preflight on a host without any NVIDIA GPU",
+        PREFLIGHT,
+        {},
+        True,
+        None,
+    ),
+]
+
+# The two "no GPU" rows: the fixed parts around gpu_facts' own description of what it found.
+NO_GPU_PATTERNS = {
+    SERVER: re.escape(N + "Expected NVIDIA GPUs that answer nvidia-smi; found none (")
+    + r"[^()]*(\([^()]*\)[^()]*)*"
+    + re.escape("). Run the driver stage first (--tags driver), or check the driver with nvidia-smi."),
+    PREFLIGHT: re.escape(N + "Expected an NVIDIA GPU (from nvidia-smi or on the PCI bus); found none (")
+    + r"[^()]*(\([^()]*\)[^()]*)*"
+    + re.escape(
+        "). If this is a build-only or CPU host, set preflight_build_only: true; otherwise check that the "
+        "inventory names the GPU server."
+    ),
+}
+
+HIDE_GPUS = (
+    "set -e; mkdir -p /run/bi-empty; cp /etc/sim-gpu/profile.json /run/bi-profile.json; "
+    'printf \'{"description": "hidden", "nvswitch": false, "gpus": []}\' > /run/bi-nogpu.json; '
+    "mount --bind /run/bi-nogpu.json /etc/sim-gpu/profile.json; mount --bind /run/bi-empty /sys/bus/pci/devices"
+)
+SHOW_GPUS = "umount /sys/bus/pci/devices; umount /etc/sim-gpu/profile.json; true"
+
+
+def sim_node(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=300, stdin=subprocess.DEVNULL
+    )
+
+
+def ssh(command: str) -> str:
+    return sim_node("ssh", NAME, command).stdout
+
+
+@pytest.fixture(scope="module")
+def inventory(tmp_path_factory):
+    if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
+        pytest.skip("needs root and systemd-nspawn (simulated nodes)")
+    assert re.fullmatch(r"bi[a-z0-9-]{0,10}", NAME) and re.fullmatch(r"10\.213\.0\.8[1-9]", IP)
+    sim_node("down", NAME, check=False)  # a node of ours left by an interrupted run
+    try:
+        up = sim_node("up", NAME, IP, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", check=False)
+        assert up.returncode == 0, up.stderr
+        inv = tmp_path_factory.mktemp("inventory")
+        (inv / "hosts.yml").write_text(
+            "all:\n  vars:\n    ansible_user: root\n"
+            f"    ansible_ssh_private_key_file: {sim_node('ssh-key').stdout.strip()}\n"
+            "    ansible_python_interpreter: /usr/bin/python3\n"
+            f"  children:\n    gpu_servers:\n      hosts:\n        {NAME}:\n          ansible_host: {IP}\n"
+        )
+        (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+        yield inv
+    finally:
+        sim_node("down", NAME, check=False)
+        sim_node("teardown", check=False)  # without --all: keeps the bridge while other nodes are up
+
+
+def play(inventory: Path, playbook: str, extra: dict):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env["ANSIBLE_CALLBACK_RESULT_FORMAT"] = "json"
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(ROOT / playbook)]
+    if extra:
+        cmd += ["-e", json.dumps(extra)]
+    return run_bounded(cmd, seconds=180, env=env, cwd=ROOT)
+
+
+@pytest.mark.parametrize("row", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_refused_in_one_line_before_the_first_change(inventory, row):
+    case, playbook, extra, no_gpu, message = row
+    if no_gpu:
+        ssh(HIDE_GPUS)
+    try:
+        before = ssh(REMOTE_FINGERPRINT)
+        run = play(inventory, playbook, extra)
+        after = ssh(REMOTE_FINGERPRINT)
+    finally:
+        if no_gpu:
+            ssh(SHOW_GPUS)
+    assert_no_traceback(run.stdout, run.stderr)
+    assert run.rc != 0, f"{case} was accepted:\n{run.stdout[-3000:]}"
+    messages = ansible_messages(run.stdout)
+    assert len(messages) == 1, run.stdout[-3000:]
+    if message is None:
+        assert "\n" not in messages[0].strip()
+        assert re.fullmatch(NO_GPU_PATTERNS[playbook], messages[0].strip()), messages[0]
+    else:
+        assert_one_line(messages[0], message)
+    secrets = [extra.get("server_api_key"), (extra.get("server_environment") or {}).get("HF_TOKEN")]
+    secrets += [a for a in extra.get("server_extra_args", []) if a.startswith("sk-")]
+    for secret in filter(None, secrets):
+        assert secret.strip() not in run.output, f"{case}: a secret reached the output"
+    assert after == before, f"{case}: the refused run changed the node"
+
+
+def test_a_build_only_host_without_gpus_passes_preflight(inventory):
+    """The refusal above is a default, not a wall: a declared build-only host passes and gets its record (which
+    the fingerprint notices: it is not blind to a change)."""
+    ssh(HIDE_GPUS)
+    try:
+        before = ssh(REMOTE_FINGERPRINT)
+        run = play(inventory, PREFLIGHT, {"preflight_build_only": True})
+        after = ssh(REMOTE_FINGERPRINT)
+    finally:
+        ssh(SHOW_GPUS)
+    assert run.rc == 0, run.stdout[-3000:]
+    assert after != before
+    record = json.loads(ssh("cat /var/lib/llmops-sglang/preflight.json"))
+    assert record["gpu_source"] == "none"

@@ -1,0 +1,67 @@
+"""The server role's input checks (roles/server/templates/checks.json.j2), rendered with Ansible's own templating
+without a host. tests/integration/test_bad_input_roles.py runs the same checks in the role on a node and proves that a
+refusal changes nothing; here: the defaults pass, each bad value gives exactly one problem, and a bad API key is
+described without its value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "server"
+CHECKS = (ROLE / "templates" / "checks.json.j2").read_text()
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+
+
+def problems(**overrides):
+    variables = {"model_dir": "/opt/models/GLM-5-NVFP4", "model_repo_id": "zai-org/GLM-5-NVFP4", **DEFAULTS}
+    variables.update(overrides)
+    variables = {k: trust_as_template(v) if isinstance(v, str) and "{{" in v else v for k, v in variables.items()}
+    return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]
+
+
+def test_the_defaults_pass():
+    assert problems() == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"server_port": 65536},
+        {"server_port": "http"},
+        {"server_tp": -1},
+        {"server_stall_timeout": "ten"},
+        {"server_max_running_requests": 0},
+        {"server_mem_fraction_static": "0.0"},
+        {"server_mem_fraction_static": "inf"},
+        {"server_host": "0.0.0.0 --api-key x"},
+        {"server_user": "SGLang Service"},
+        {"server_model_path": "models/glm"},
+        {"server_kv_cache_dtype": "fp8 e4m3"},
+        {"server_logrotate_maxsize": "lots"},
+        {"server_environment": {"CUDA-VISIBLE": "0"}},
+        {"server_environment": {"NCCL_DEBUG": "INFO\nExecStartPre=/bin/sh"}},
+        {"server_extra_args": ["--tp-size", "4"]},
+        {"server_extra_args": ["--context-length 65536\n--port 1"]},
+    ],
+)
+def test_each_bad_value_is_one_problem(overrides):
+    found = problems(**overrides)
+    assert len(found) == 1, found
+    assert found[0].startswith("Expected ") and "; found " in found[0]
+    assert "\n" not in found[0]
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["sk-llmops secret-7Qz9", "sk-llmops-secret-7Qz9\n", "sk-'llmops'-7Qz9", "sk-llm$ops-7Qz9", "7Qz9x", "sk-é-7Qz9xx"],
+)
+def test_a_bad_api_key_is_described_without_its_value(key):
+    found = problems(server_api_key=key)
+    assert len(found) == 1 and "the value is not shown" in found[0]
+    assert "7Qz9" not in found[0]
