@@ -105,7 +105,7 @@ def test_pip_installs_the_sglang_stand_in_from_the_git_mirror(mirror):
     node, url = mirror
     node.run("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git", timeout=180)
     node.run(
-        f"git clone -q {url}/git/sgl-project/sglang.git /opt/sglang-src && python3 -m venv /opt/s"
+        f"git clone -q {url}/git/llmops-sim/sglang-standin.git /opt/sglang-src && python3 -m venv /opt/s"
         f" && {pip('/opt/s', url)} setuptools==75.8.0 wheel==0.45.1"
         f" && {pip('/opt/s', url)} --no-build-isolation /opt/sglang-src/python",
         timeout=240,
