@@ -8,6 +8,8 @@ Pure functions, no Ansible imports: used by the gpu_facts module and by unit tes
 
 from __future__ import annotations
 
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch
+
 # The fields gpu_facts asks nvidia-smi for, in this order (one CSV row per GPU).
 QUERY_FIELDS = (
     "index",
@@ -29,33 +31,16 @@ NO_DRIVER_MARKERS = (
 NO_DEVICE_MARKER = "No devices were found"
 MISMATCH_MARKER = "Driver/library version mismatch"
 
-# Marketing family per compute capability major.minor (for messages only; decisions use the sm string).
-ARCH_FAMILY = {
-    "7.0": "Volta",
-    "7.5": "Turing",
-    "8.0": "Ampere",
-    "8.6": "Ampere",
-    "8.7": "Ampere",
-    "8.9": "Ada Lovelace",
-    "9.0": "Hopper",
-    "10.0": "Blackwell",
-    "10.3": "Blackwell",
-    "11.0": "Blackwell",
-    "12.0": "Blackwell",
-    "12.1": "Blackwell",
-}
-
 
 class GpuQueryError(ValueError):
     """nvidia-smi answered with something this parser cannot read."""
 
 
 def sm_string(compute_cap: str) -> str:
-    """'12.0' -> 'sm_120', '9.0' -> 'sm_90', '8.6' -> 'sm_86'."""
+    """'12.0' -> 'sm_120', '9.0' -> 'sm_90', '8.6' -> 'sm_86' (gpu_arch.sm, with this parser's error)."""
     try:
-        major, minor = compute_cap.strip().split(".")
-        return f"sm_{int(major)}{int(minor)}"
-    except ValueError as exc:
+        return gpu_arch.sm(compute_cap)
+    except gpu_arch.ArchError as exc:
         raise GpuQueryError(f"compute capability {compute_cap!r} is not of the form MAJOR.MINOR") from exc
 
 
@@ -87,7 +72,7 @@ def parse_query_csv(text: str) -> list[dict]:
             }
         except ValueError as exc:
             raise GpuQueryError(f"line {lineno} of nvidia-smi output is not numeric where expected: {line!r}") from exc
-        gpu["architecture"] = ARCH_FAMILY.get(gpu["compute_capability"], "unknown")
+        gpu["architecture"] = gpu_arch.family(gpu["compute_capability"])
         gpus.append(gpu)
     return gpus
 
@@ -181,7 +166,7 @@ def read_pci_gpus(root: str) -> list[dict]:
                 "name": name,
                 "compute_capability": cap,
                 "sm": sm_string(cap) if cap else None,
-                "architecture": ARCH_FAMILY.get(cap, "unknown") if cap else "unknown",
+                "architecture": gpu_arch.family(cap) if cap else "unknown",
             }
         )
     return gpus
