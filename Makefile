@@ -99,3 +99,5 @@ setup: pci-ids
 unit: pci-ids
 pci-ids:
 	@python3 sim/gpu/pci_ids.py >/dev/null && echo "setup: PCI id database from Debian's pci.ids package cached"
+	@python3 -c 'import sys; sys.path.insert(0, "sim/mirrors"); import driver_graph; driver_graph.debian_stanzas()' \
+	  && echo "setup: Debian's NVIDIA driver packaging metadata cached"
