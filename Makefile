@@ -92,3 +92,12 @@ lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \
 	/tmp/llmops-lock/bin/pip install -q $$(sed -n '/^# Top-level/,/^# Their/p' requirements.txt | grep -v '^#') && \
 	/tmp/llmops-lock/bin/pip freeze
+
+# --- gpu-stack: Debian's own PCI id database for the GPU-discovery tests and the simulated mirror ---------------
+.PHONY: pci-ids
+setup: pci-ids
+unit: pci-ids
+pci-ids:
+	@python3 sim/gpu/pci_ids.py >/dev/null && echo "setup: PCI id database from Debian's pci.ids package cached"
+	@python3 -c 'import sys; sys.path.insert(0, "sim/mirrors"); import driver_graph; driver_graph.debian_stanzas()' \
+	  && echo "setup: Debian's NVIDIA driver packaging metadata cached"

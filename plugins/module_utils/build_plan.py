@@ -13,6 +13,8 @@ import json
 import math
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch
+
 FINGERPRINT_LEN = 16
 
 
@@ -45,15 +47,8 @@ def parse_nvcc_version(text: str) -> str:
 
 
 def arch_number(arch: str) -> int:
-    """'sm_120', '120', '12.0', '120a' -> 120."""
-    a = str(arch).strip().lower().removeprefix("sm_").removeprefix("compute_")
-    if re.fullmatch(r"\d+\.\d+[a-z]?", a):
-        major, minor = a.rstrip("af").split(".")
-        return int(major) * 10 + int(minor)
-    m = re.fullmatch(r"(\d+)[a-z]?", a)
-    if not m:
-        raise ValueError(f"not a CUDA architecture: {arch!r}")
-    return int(m.group(1))
+    """'sm_120', '120', '12.0', '120a' -> 120 (spellings: gpu_arch.number; sm_999 and the like are refused)."""
+    return gpu_arch.number(arch, known_only=True)
 
 
 def flash_attn_archs(arch_list) -> str:
