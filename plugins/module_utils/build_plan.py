@@ -52,11 +52,20 @@ def arch_number(arch: str) -> int:
 
 
 def flash_attn_archs(arch_list) -> str:
-    """FLASH_ATTN_CUDA_ARCHS for the detected GPUs: ['120'] -> '120', ['90', '120'] -> '90;120'."""
-    nums = sorted({arch_number(a) for a in arch_list})
+    """FLASH_ATTN_CUDA_ARCHS for the detected GPUs, in the tokens flash-attention accepts (gpu_arch.flash_attn_token):
+    ['120'] -> '120', ['86', '90'] -> '80;90', ['103'] -> '100', ['121'] -> '120'."""
+    nums = sorted({gpu_arch.flash_attn_token(a) for a in arch_list})
     if not nums:
         raise ValueError("no GPU architecture given")
     return ";".join(str(n) for n in nums)
+
+
+def flash_attn_version_ok(version: str) -> bool:
+    """Whether a flash-attention ref/version reads FLASH_ATTN_CUDA_ARCHS (v2.7.3 on): 'v2.8.3' -> True."""
+    m = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", str(version or "").strip())
+    if not m:
+        raise ValueError(f"flash-attention version {version!r} is not a release (vX.Y.Z)")
+    return tuple(int(x) for x in m.groups()) >= gpu_arch.FLASH_ATTN_MIN_VERSION
 
 
 def kernel_archs(arch_list) -> dict:
@@ -74,10 +83,13 @@ def kernel_archs(arch_list) -> dict:
         suffix = "a" if n >= 90 else ""
         torch_list.append(f"{n // 10}.{n % 10}{suffix}")
         cmake_list.append(f"{n}{suffix}")
+    targets = sorted({gpu_arch.sgl_kernel_target(a) for a in arch_list}, key=lambda t: int(t.rstrip("a")))
     return {
         "torch_cuda_arch_list": ";".join(torch_list),
         "cmake_cuda_architectures": ";".join(cmake_list),
         "below_sm90": any(n < 90 for n in nums),
+        # What sgl-kernel's CMakeLists.txt is patched to compile (it ignores TORCH_CUDA_ARCH_LIST).
+        "gencodes": [gpu_arch.gencode_flag(t) for t in targets],
     }
 
 
@@ -97,8 +109,13 @@ def parallelism(
     jobs    = max(1, min(cpus, floor(RAM_GiB * ram_fraction / (threads * gib_per_thread))))
     A positive `jobs` or `threads` overrides the derived value (the peak is still reported, so the caller can warn).
     """
-    if cpus < 1 or ram_mib < 1 or gib_per_thread <= 0:
+    if cpus < 1 or ram_mib < 1 or not (0 < gib_per_thread < math.inf):
         raise ValueError("cpus, ram_mib and gib_per_thread must be positive")
+    if not (0 < ram_fraction <= 1):
+        raise ValueError(
+            f"expected ram_fraction (python_env_build_ram_fraction) in (0, 1], found {ram_fraction}: "
+            "it is the share of RAM the compilers may use; set it to 0.75 or lower"
+        )
     t = threads if threads > 0 else max(1, min(max_threads, cpus))
     budget_mib = ram_mib * ram_fraction
     derived_jobs = max(1, min(cpus, math.floor(budget_mib / (t * gib_per_thread * 1024))))

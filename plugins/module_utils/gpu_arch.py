@@ -24,15 +24,20 @@ import re
 __all__ = [
     "CHIP_FAMILIES",
     "FAMILY",
+    "FLASH_ATTN_ARCH_TOKENS",
+    "FLASH_ATTN_MIN_VERSION",
     "KNOWN_CAPABILITIES",
     "ArchError",
     "chip_arch",
     "chip_of",
     "compute_capability",
     "family",
+    "flash_attn_token",
+    "gencode_flag",
     "is_known",
     "number",
     "parse",
+    "sgl_kernel_target",
     "sm",
     "suffix",
 ]
@@ -182,3 +187,44 @@ def chip_arch(name):
             if rx.match(token):
                 return cc
     return None
+
+
+# --- Build spellings (owned with the build roles; see docs/builds.md) -------------------------------------------------
+# flash-attention 2's setup.py (FLASH_ATTN_CUDA_ARCHS, from v2.7.3 on; checked at v2.8.3) compiles a -gencode only for
+# these tokens and silently ignores any other: sm_86/sm_89 must ask for 80 (sm_80 code runs on every 8.x), sm_103 for
+# 100, sm_121 for 120 (code for X.0 runs on X.y of the same major). Older versions do not read the variable.
+FLASH_ATTN_ARCH_TOKENS = (80, 90, 100, 120)
+FLASH_ATTN_MIN_VERSION = (2, 7, 3)
+# sgl-kernel's CMakeLists.txt compiles an explicit -gencode list of its own (arch-specific 'a' targets from sm_90 on,
+# plain sm_80/sm_89 below; TORCH_CUDA_ARCH_LIST is ignored). The target each GPU needs:
+_SGL_KERNEL_TARGETS = {(8, 0): "80", (8, 6): "80", (8, 7): "80", (8, 9): "89"}
+
+
+def flash_attn_token(arch):
+    """The FLASH_ATTN_CUDA_ARCHS token that builds this GPU's kernels: 'sm_86' -> 80, 'sm_103' -> 100, 'sm_121' -> 120.
+
+    Raises ArchError for a GPU flash-attention 2 has no kernels for (sm_70, sm_75, sm_110).
+    """
+    major, minor = parse(arch, known_only=True)
+    token = next((t for t in FLASH_ATTN_ARCH_TOKENS if t // 10 == major and t % 10 <= minor), None)
+    if token is None:
+        raise ArchError(
+            f"flash-attention 2 has no kernels for {sm(arch)} (FLASH_ATTN_CUDA_ARCHS accepts only "
+            f"{';'.join(map(str, FLASH_ATTN_ARCH_TOKENS))}): disable flash_attn for this host"
+        )
+    return token
+
+
+def sgl_kernel_target(arch):
+    """The sgl-kernel -gencode target for this GPU: 'sm_120' -> '120a', 'sm_90' -> '90a', 'sm_86' -> '80'."""
+    major, minor = parse(arch, known_only=True)
+    if (major, minor) in _SGL_KERNEL_TARGETS:
+        return _SGL_KERNEL_TARGETS[(major, minor)]
+    if major < 9:
+        raise ArchError(f"sgl-kernel has no kernels for {sm(arch)} (its CMake list starts at sm_80)")
+    return f"{major * 10 + minor}a"
+
+
+def gencode_flag(target):
+    """'120a' -> '-gencode=arch=compute_120a,code=sm_120a' (nvcc's spelling, as sgl-kernel's CMakeLists.txt has it)."""
+    return f"-gencode=arch=compute_{target},code=sm_{target}"
