@@ -270,6 +270,28 @@ def build_real_sglang(sdists: dict, work_root: Path, dest: Path):
     }
 
 
+_FETCH = re.compile(
+    r"FetchContent_Declare\(\s*(\S+)\s+GIT_REPOSITORY\s+https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?\s+"
+    r"GIT_TAG\s+(\S+)"
+)
+
+
+def build_kernel_dependencies(work_root: Path, git_root: Path):
+    """The GitHub repositories the stand-in sgl-kernel's CMake configure step clones (FetchContent), as tiny repos
+    carrying the pinned tag, so a build can be pointed at this mirror instead of GitHub (sglang_kernel_git_mirror)."""
+    out = {}
+    for name, org, repo, tag in _FETCH.findall((STUBS / "sgl-kernel" / "CMakeLists.txt").read_text()):
+        work = work_root / "deps" / org / repo
+        reset_dir(work)
+        _git(["init", "-q", "-b", "main"], work)
+        write(work / "README.md", f"Stand-in for https://github.com/{org}/{repo} (FetchContent {name}, tag {tag}).\n")
+        sha = _commit(work, "2025-01-01T00:00:00+00:00", f"Stand-in {org}/{repo} at {tag}", tag)
+        dest = git_root / org / f"{repo}.git"
+        _publish(work, dest)
+        out[f"{org}/{repo}"] = {"url_path": f"/git/{org}/{repo}.git", "tag": tag, "commit": sha}
+    return out
+
+
 def build_flash_attention(work_root: Path, dest: Path):
     work = work_root / "flash-attention"
     reset_dir(work)
@@ -317,6 +339,7 @@ def build(out: Path, sglang_src: Path | None = None, force=False, releases=None)
     reset_dir(work_root)
     summary = {"root": str(git_root)}
     summary["flash-attention"] = build_flash_attention(work_root, git_root / "Dao-AILab" / "flash-attention.git")
+    summary["sgl-kernel-deps"] = build_kernel_dependencies(work_root, git_root)
     if sglang_src.is_dir():
         try:
             standin = git_root / "llmops-sim" / "sglang-standin.git"
