@@ -102,10 +102,13 @@ def parallelism(
     max_threads: int = 4,
     jobs: int = 0,
     threads: int = 0,
+    targets: int = 0,
 ) -> dict:
     """Compile jobs and nvcc threads per job that fit in RAM.
 
-    threads = min(max_threads, cpus)
+    threads = min(max_threads, cpus[, targets])  -- nvcc --threads compiles a file's -gencode targets in parallel, so
+              threads beyond the number of targets (1 for a single-arch fleet) only cost memory
+    A positive `targets` (the gencode targets really compiled) caps the derived threads.
     jobs    = max(1, min(cpus, floor(RAM_GiB * ram_fraction / (threads * gib_per_thread))))
     A positive `jobs` or `threads` overrides the derived value (the peak is still reported, so the caller can warn).
     """
@@ -116,7 +119,8 @@ def parallelism(
             f"expected ram_fraction (python_env_build_ram_fraction) in (0, 1], found {ram_fraction}: "
             "it is the share of RAM the compilers may use; set it to 0.75 or lower"
         )
-    t = threads if threads > 0 else max(1, min(max_threads, cpus))
+    cap = min(max_threads, cpus, targets) if targets > 0 else min(max_threads, cpus)
+    t = threads if threads > 0 else max(1, cap)
     budget_mib = ram_mib * ram_fraction
     derived_jobs = max(1, min(cpus, math.floor(budget_mib / (t * gib_per_thread * 1024))))
     j = jobs if jobs > 0 else derived_jobs
@@ -130,7 +134,8 @@ def parallelism(
         "ram_mib": int(ram_mib),
         "fits": peak <= budget_mib,
         "formula": (
-            f"threads = min({max_threads}, cores={cpus}) = {t}; jobs = max(1, min(cores, floor(RAM {ram_mib} MiB x "
+            f"threads = min({max_threads}, cores={cpus}{f', targets={targets}' if targets > 0 else ''}) = {t}; "
+            f"jobs = max(1, min(cores, floor(RAM {ram_mib} MiB x "
             f"{ram_fraction} / ({t} threads x {gib_per_thread} GiB)))) = {derived_jobs}; "
             f"peak = jobs {j} x threads {t} x {gib_per_thread} GiB = {peak} MiB"
         ),

@@ -200,6 +200,10 @@ def main():
         result["archs"] = archs
 
     if p["ram_mib"] is not None:
+        targets = 0
+        if "archs" in result:  # nvcc threads beyond the gencode targets compiled per file only cost memory
+            archs = result["archs"]
+            targets = len(archs["flash_attn"].split(";")) if p["arch_style"] == "flash_attn" else len(archs["gencodes"])
         try:
             result["parallelism"] = parallelism(
                 p["ram_mib"],
@@ -209,6 +213,7 @@ def main():
                 max_threads=p["max_threads"],
                 jobs=p["jobs"],
                 threads=p["threads"],
+                targets=targets,
             )
         except ValueError as e:
             module.fail_json(msg=f"{p['package']}: cannot size the build: {e}")
