@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Scope sgl-kernel's CMake build to the fleet's GPUs, and point its GitHub downloads at a mirror.
 
 Run by the llmops.sglang.sglang role on the builder, in the checkout, before the sgl-kernel build:
