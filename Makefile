@@ -128,3 +128,11 @@ bench-doctor: venv
 .PHONY: bad-input-figures
 bad-input-figures: venv
 	python scripts/bad-input-figures.py --run --write
+# --- gpu-stack: Debian's own PCI id database for the GPU-discovery tests and the simulated mirror ---------------
+.PHONY: pci-ids
+setup: pci-ids
+unit: pci-ids
+pci-ids:
+	@python3 sim/gpu/pci_ids.py >/dev/null && echo "setup: PCI id database from Debian's pci.ids package cached"
+	@python3 -c 'import sys; sys.path.insert(0, "sim/mirrors"); import driver_graph; driver_graph.debian_stanzas()' \
+	  && echo "setup: Debian's NVIDIA driver packaging metadata cached"

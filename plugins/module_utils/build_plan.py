@@ -13,6 +13,8 @@ import json
 import math
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch
+
 FINGERPRINT_LEN = 16
 
 
@@ -45,23 +47,25 @@ def parse_nvcc_version(text: str) -> str:
 
 
 def arch_number(arch: str) -> int:
-    """'sm_120', '120', '12.0', '120a' -> 120."""
-    a = str(arch).strip().lower().removeprefix("sm_").removeprefix("compute_")
-    if re.fullmatch(r"\d+\.\d+[a-z]?", a):
-        major, minor = a.rstrip("af").split(".")
-        return int(major) * 10 + int(minor)
-    m = re.fullmatch(r"(\d+)[a-z]?", a)
-    if not m:
-        raise ValueError(f"not a CUDA architecture: {arch!r}")
-    return int(m.group(1))
+    """'sm_120', '120', '12.0', '120a' -> 120 (spellings: gpu_arch.number; sm_999 and the like are refused)."""
+    return gpu_arch.number(arch, known_only=True)
 
 
 def flash_attn_archs(arch_list) -> str:
-    """FLASH_ATTN_CUDA_ARCHS for the detected GPUs: ['120'] -> '120', ['90', '120'] -> '90;120'."""
-    nums = sorted({arch_number(a) for a in arch_list})
+    """FLASH_ATTN_CUDA_ARCHS for the detected GPUs, in the tokens flash-attention accepts (gpu_arch.flash_attn_token):
+    ['120'] -> '120', ['86', '90'] -> '80;90', ['103'] -> '100', ['121'] -> '120'."""
+    nums = sorted({gpu_arch.flash_attn_token(a) for a in arch_list})
     if not nums:
         raise ValueError("no GPU architecture given")
     return ";".join(str(n) for n in nums)
+
+
+def flash_attn_version_ok(version: str) -> bool:
+    """Whether a flash-attention ref/version reads FLASH_ATTN_CUDA_ARCHS (v2.7.3 on): 'v2.8.3' -> True."""
+    m = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", str(version or "").strip())
+    if not m:
+        raise ValueError(f"flash-attention version {version!r} is not a release (vX.Y.Z)")
+    return tuple(int(x) for x in m.groups()) >= gpu_arch.FLASH_ATTN_MIN_VERSION
 
 
 def kernel_archs(arch_list) -> dict:
@@ -79,10 +83,13 @@ def kernel_archs(arch_list) -> dict:
         suffix = "a" if n >= 90 else ""
         torch_list.append(f"{n // 10}.{n % 10}{suffix}")
         cmake_list.append(f"{n}{suffix}")
+    targets = sorted({gpu_arch.sgl_kernel_target(a) for a in arch_list}, key=lambda t: int(t.rstrip("a")))
     return {
         "torch_cuda_arch_list": ";".join(torch_list),
         "cmake_cuda_architectures": ";".join(cmake_list),
         "below_sm90": any(n < 90 for n in nums),
+        # What sgl-kernel's CMakeLists.txt is patched to compile (it ignores TORCH_CUDA_ARCH_LIST).
+        "gencodes": [gpu_arch.gencode_flag(t) for t in targets],
     }
 
 
@@ -95,16 +102,25 @@ def parallelism(
     max_threads: int = 4,
     jobs: int = 0,
     threads: int = 0,
+    targets: int = 0,
 ) -> dict:
     """Compile jobs and nvcc threads per job that fit in RAM.
 
-    threads = min(max_threads, cpus)
+    threads = min(max_threads, cpus[, targets])  -- nvcc --threads compiles a file's -gencode targets in parallel, so
+              threads beyond the number of targets (1 for a single-arch fleet) only cost memory
+    A positive `targets` (the gencode targets really compiled) caps the derived threads.
     jobs    = max(1, min(cpus, floor(RAM_GiB * ram_fraction / (threads * gib_per_thread))))
     A positive `jobs` or `threads` overrides the derived value (the peak is still reported, so the caller can warn).
     """
-    if cpus < 1 or ram_mib < 1 or gib_per_thread <= 0:
+    if cpus < 1 or ram_mib < 1 or not (0 < gib_per_thread < math.inf):
         raise ValueError("cpus, ram_mib and gib_per_thread must be positive")
-    t = threads if threads > 0 else max(1, min(max_threads, cpus))
+    if not (0 < ram_fraction <= 1):
+        raise ValueError(
+            f"expected ram_fraction (python_env_build_ram_fraction) in (0, 1], found {ram_fraction}: "
+            "it is the share of RAM the compilers may use; set it to 0.75 or lower"
+        )
+    cap = min(max_threads, cpus, targets) if targets > 0 else min(max_threads, cpus)
+    t = threads if threads > 0 else max(1, cap)
     budget_mib = ram_mib * ram_fraction
     derived_jobs = max(1, min(cpus, math.floor(budget_mib / (t * gib_per_thread * 1024))))
     j = jobs if jobs > 0 else derived_jobs
@@ -118,7 +134,8 @@ def parallelism(
         "ram_mib": int(ram_mib),
         "fits": peak <= budget_mib,
         "formula": (
-            f"threads = min({max_threads}, cores={cpus}) = {t}; jobs = max(1, min(cores, floor(RAM {ram_mib} MiB x "
+            f"threads = min({max_threads}, cores={cpus}{f', targets={targets}' if targets > 0 else ''}) = {t}; "
+            f"jobs = max(1, min(cores, floor(RAM {ram_mib} MiB x "
             f"{ram_fraction} / ({t} threads x {gib_per_thread} GiB)))) = {derived_jobs}; "
             f"peak = jobs {j} x threads {t} x {gib_per_thread} GiB = {peak} MiB"
         ),

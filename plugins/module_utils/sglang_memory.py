@@ -31,6 +31,8 @@ import re
 import struct
 from dataclasses import asdict, dataclass, field
 
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch
+
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -132,20 +134,13 @@ def parse_version(version):
 
 
 def parse_gpu_arch(arch):
-    """'sm_120', 'sm120a', '12.0', '120', 90 -> (major, minor); None -> None."""
+    """'sm_120', 'sm120a', '12.0', '120', 90 -> (major, minor); None -> None (spellings: gpu_arch.parse)."""
     if arch is None or arch == "":
         return None
-    if isinstance(arch, tuple):
-        return (int(arch[0]), int(arch[1]) if len(arch) > 1 else 0)
-    s = str(arch).strip().lower()
-    m = re.match(r"^(\d+)\.(\d+)$", s)
-    if m:
-        return (int(m.group(1)), int(m.group(2)))
-    m = re.match(r"^(?:sm_?|compute_?)?(\d{2,3})[a-z]?$", s)
-    if m:
-        digits = m.group(1)
-        return (int(digits[:-1]), int(digits[-1]))
-    raise PlanError("GPU arch %r is not understood: use sm_120, sm_90, 12.0 or similar" % (arch,))
+    try:
+        return gpu_arch.parse(arch)
+    except gpu_arch.ArchError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def context_overhead_gib(gpu_arch=None):

@@ -113,8 +113,9 @@ commit:
   type: str
 archs:
   description:
-    - C(flash_attn) (C(120)), C(torch_cuda_arch_list) (C(12.0a)), C(cmake_cuda_architectures) (C(120a)),
-      C(below_sm90).
+    - C(flash_attn) (C(120); sm_86/sm_89 map to C(80), sm_103 to C(100), sm_121 to C(120)),
+      C(torch_cuda_arch_list) (C(12.0a)), C(cmake_cuda_architectures) (C(120a)), C(below_sm90), C(gencodes) (the
+      C(-gencode) flags sgl-kernel's CMakeLists.txt is patched to, e.g. C(-gencode=arch=compute_120a,code=sm_120a)).
   returned: when O(arch_list) or O(archs_override) is given
   type: dict
 parallelism:
@@ -125,9 +126,12 @@ parallelism:
 
 from ansible.module_utils.basic import AnsibleModule
 
+import re
+
 from ansible_collections.llmops.sglang.plugins.module_utils.build_plan import (
     fingerprint,
     flash_attn_archs,
+    flash_attn_version_ok,
     kernel_archs,
     parallelism,
     resolve_ref,
@@ -169,21 +173,37 @@ def main():
         inputs["commit"] = commit
         result["commit"] = commit
 
+    if p["arch_style"] == "flash_attn" and p["ref"] and re.match(r"^v?\d+\.\d+\.\d+", p["ref"]):
+        if not flash_attn_version_ok(p["ref"]):
+            module.fail_json(
+                msg=f"{p['package']}: expected flash-attention v2.7.3 or later (the first that reads "
+                f"FLASH_ATTN_CUDA_ARCHS, which scopes the build to the GPUs), found {p['ref']}: set flash_attn_version "
+                "to v2.7.3 or later (default v2.8.3). Nothing was built."
+            )
+
     if p["arch_style"] != "none":
+        source = [a for a in p["archs_override"].replace(",", ";").split(";") if a.strip()] or p["arch_list"]
+        if not source:
+            module.fail_json(
+                msg=f"{p['package']}: expected at least one GPU architecture to build for, found none: "
+                "is the NVIDIA driver installed (gpu_facts reads the GPUs from nvidia-smi or the PCI bus)?"
+            )
         try:
-            source = [a for a in p["archs_override"].replace(",", ";").split(";") if a.strip()] or p["arch_list"]
             archs = {"flash_attn": flash_attn_archs(source)}
             archs.update(kernel_archs(source))
         except ValueError as e:
-            module.fail_json(msg=f"{p['package']}: no GPU architecture to build for ({e}). Is the driver installed?")
+            module.fail_json(msg=f"{p['package']}: cannot build for {', '.join(source)}: {e}.")
         if p["archs_override"]:
-            archs["flash_attn"] = p["archs_override"] if p["arch_style"] == "flash_attn" else archs["flash_attn"]
             if p["arch_style"] == "sgl_kernel":
                 archs["torch_cuda_arch_list"] = p["archs_override"]
         inputs["archs"] = archs["flash_attn"] if p["arch_style"] == "flash_attn" else archs["torch_cuda_arch_list"]
         result["archs"] = archs
 
     if p["ram_mib"] is not None:
+        targets = 0
+        if "archs" in result:  # nvcc threads beyond the gencode targets compiled per file only cost memory
+            archs = result["archs"]
+            targets = len(archs["flash_attn"].split(";")) if p["arch_style"] == "flash_attn" else len(archs["gencodes"])
         try:
             result["parallelism"] = parallelism(
                 p["ram_mib"],
@@ -193,6 +213,7 @@ def main():
                 max_threads=p["max_threads"],
                 jobs=p["jobs"],
                 threads=p["threads"],
+                targets=targets,
             )
         except ValueError as e:
             module.fail_json(msg=f"{p['package']}: cannot size the build: {e}")

@@ -16,6 +16,11 @@ description:
   - A host without the driver, without NVIDIA GPUs, or with a kernel module that does not match the installed
     user-space driver is reported through RV(gpu_state) instead of failing, so plays can decide what to do
     (for example install the driver, or ask for a reboot).
+  - A value nvidia-smi cannot fill (C([N/A]), C([Not Supported]), C([Unknown Error])) never fails the task; it is
+    returned as null with the reason in the GPU's C(notes). Unified-memory GPUs (GB10, GH200-class) report no
+    memory size this way.
+  - Without a driver, NVIDIA GPUs on the PCI bus are named through the PCI id database (C(pci.ids)) and their
+    architecture is taken from the chip family in that name (for example C(GB202GL) is sm_120).
   - Read-only; supports check mode and always reports C(changed=false).
 options:
   nvidia_smi:
@@ -34,6 +39,13 @@ options:
         driver is installed, so the architecture is known before the driver stage (compatibility gate).
     type: path
     default: /sys/bus/pci/devices
+  pci_ids:
+    description:
+      - Candidate paths of the PCI id database, the first readable one is used (Debian/Ubuntu package C(pci.ids),
+        C(hwdata) elsewhere). Without one, PCI devices are listed by id only, with no name or architecture.
+    type: list
+    elements: path
+    default: [/usr/share/misc/pci.ids, /usr/share/hwdata/pci.ids, /usr/share/pci.ids]
   fail_on_error:
     description:
       - Fail the task when nvidia-smi exists but answers with an error that is not a known driver state.
@@ -91,11 +103,19 @@ gpus:
     index: {description: GPU index as nvidia-smi numbers it., type: int}
     name: {description: Product name., type: str, sample: NVIDIA RTX PRO 6000 Blackwell Workstation Edition}
     uuid: {description: GPU UUID., type: str}
-    memory_total_mib: {description: Total memory in MiB., type: int, sample: 97887}
-    memory_used_mib: {description: Used memory in MiB., type: int}
-    memory_free_mib: {description: Free memory in MiB., type: int}
-    compute_capability: {description: Compute capability MAJOR.MINOR., type: str, sample: "12.0"}
-    sm: {description: Architecture as used in build flags., type: str, sample: sm_120}
+    memory_total_mib:
+      description: Total memory in MiB; null when nvidia-smi cannot report it.
+      type: int
+      sample: 97887
+    memory_used_mib: {description: Used memory in MiB; null when nvidia-smi cannot report it., type: int}
+    memory_free_mib: {description: Free memory in MiB; null when nvidia-smi cannot report it., type: int}
+    unified_memory:
+      description: Whether the GPU reports no memory of its own (GB10/GH200-class unified memory).
+      type: bool
+    compute_capability: {description: Compute capability MAJOR.MINOR; null when unknown., type: str, sample: "12.0"}
+    sm: {description: Architecture as used in build flags; null when unknown., type: str, sample: sm_120}
+    mig_mode: {description: MIG mode (Enabled/Disabled); null when the GPU has none., type: str}
+    notes: {description: Per column, why nvidia-smi gave no value (its placeholder and its meaning)., type: dict}
     architecture: {description: Architecture family name., type: str, sample: Blackwell}
     driver_version: {description: Driver version., type: str, sample: 580.95.05}
     pci_bus_id: {description: PCI bus id., type: str, sample: "00000000:01:00.0"}
@@ -112,10 +132,16 @@ arch_list:
   elements: str
   sample: ["120"]
 min_memory_total_mib:
-  description: Smallest total memory of any GPU (SGLang sizes by the smallest), null without GPUs.
+  description:
+    - Smallest total memory of any GPU (SGLang sizes by the smallest).
+    - Null without GPUs or when no GPU reports it.
   returned: always
   type: int
   sample: 97887
+unified_memory:
+  description: Whether some GPU reports no memory of its own (unified memory shared with the CPU).
+  returned: always
+  type: bool
 driver_version:
   description: Driver version reported by nvidia-smi, null when no driver answers.
   returned: always
@@ -160,23 +186,18 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_inventory import (
+    FAILURE_REASONS,
     QUERY_FIELDS,
     GpuQueryError,
     classify_failure,
+    find_pci_ids,
     parse_query_csv,
     read_pci_gpus,
+    read_pci_ids,
     summarize,
 )
-
-STATE_MESSAGES = {
-    "no_driver": "No NVIDIA driver answers on this host (nvidia-smi is missing or cannot reach the driver).",
-    "no_gpu": "The NVIDIA driver runs but sees no GPU.",
-    "driver_mismatch": (
-        "The loaded NVIDIA kernel module and the installed driver libraries differ "
-        "(Driver/library version mismatch): reboot the host to load the installed driver."
-    ),
-}
 
 
 def find_nvidia_smi(module, name):
@@ -217,18 +238,29 @@ def gather(module):
 
 def describe(result):
     if result["gpu_state"] != "present":
-        text = STATE_MESSAGES.get(result["gpu_state"], "nvidia-smi failed: " + result.get("nvidia_smi_output", ""))
+        text = FAILURE_REASONS.get(result["gpu_state"], "nvidia-smi failed: " + result.get("nvidia_smi_output", ""))
         if result["pci_gpus"]:
-            names = sorted({g["name"] or f"unknown NVIDIA device {g['device_id']}" for g in result["pci_gpus"]})
+            why = (
+                f"not in the PCI id database {result['pci_ids']}"
+                if result["pci_ids"]
+                else ("no PCI id database: install pci.ids or hwdata")
+            )
+            names = sorted({g["name"] or f"NVIDIA device {g['device_id']} ({why})" for g in result["pci_gpus"]})
             text += f" On the PCI bus: {len(result['pci_gpus'])} x {', '.join(names)}"
             text += f" ({', '.join(result['sm_list'])})." if result["sm_list"] else "."
         return text
     groups = {}
     for gpu in result["gpus"]:
-        groups.setdefault((gpu["name"], gpu["sm"], gpu["memory_total_mib"]), 0)
-        groups[(gpu["name"], gpu["sm"], gpu["memory_total_mib"])] += 1
-    parts = [f"{n} x {name} ({sm}, {mib} MiB each)" for (name, sm, mib), n in groups.items()]
-    return f"{' + '.join(parts)}, driver {result['driver_version']}"
+        key = (gpu["name"], gpu["sm"] or "architecture unknown", gpu["memory_total_mib"], gpu["unified_memory"])
+        groups[key] = groups.get(key, 0) + 1
+    parts = []
+    for (name, sm, mib, unified), n in groups.items():
+        size = "unified memory" if unified else ("memory not reported" if mib is None else f"{mib} MiB each")
+        parts.append(f"{n} x {name} ({sm}, {size})")
+    text = f"{' + '.join(parts)}, driver {result['driver_version']}"
+    if any(g["mig_mode"] == "Enabled" for g in result["gpus"]):
+        text += "; MIG is enabled on some GPUs (SGLang sees only their MIG instances)"
+    return text
 
 
 def main():
@@ -237,6 +269,11 @@ def main():
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "timeout": {"type": "int", "default": 30},
             "pci_root": {"type": "path", "default": "/sys/bus/pci/devices"},
+            "pci_ids": {
+                "type": "list",
+                "elements": "path",
+                "default": ["/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids"],
+            },
             "fail_on_error": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
@@ -246,10 +283,15 @@ def main():
     result = gather(module)
     result.update(summarize(result["gpus"]))
     result["gpu_count"] = result.pop("count")
-    result["pci_gpus"] = read_pci_gpus(module.params["pci_root"])
-    result["arch_source"] = "nvidia-smi" if result["gpus"] else "none"
-    known = sorted({g["sm"] for g in result["pci_gpus"] if g["sm"]}, key=lambda s: int(s[3:]))
-    if not result["gpus"] and known:
+    result["pci_ids"] = find_pci_ids(module.params["pci_ids"])
+    try:
+        ids = read_pci_ids(result["pci_ids"]) if result["pci_ids"] else {}
+    except OSError as exc:
+        module.fail_json(msg=f"cannot read the PCI id database {result['pci_ids']}: {exc}")
+    result["pci_gpus"] = read_pci_gpus(module.params["pci_root"], ids)
+    result["arch_source"] = "nvidia-smi" if result["sm_list"] else "none"
+    known = sorted({g["sm"] for g in result["pci_gpus"] if g["sm"]}, key=gpu_arch.number)
+    if not result["sm_list"] and known:
         # The driver is not there yet, but the bus says what the GPUs are: enough for the compatibility gate.
         result["sm_list"] = known
         result["arch_list"] = [s[3:] for s in known]

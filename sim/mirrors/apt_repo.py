@@ -1,4 +1,9 @@
-"""Signed flat apt repository shaped like NVIDIA's CUDA repository for Debian 12 (stand-in packages only)."""
+"""Signed flat apt repository shaped like NVIDIA's CUDA repository for Debian 12 (stand-in packages only).
+
+The driver packages' metadata is Debian's own (driver_graph: names, Source, relations, exact-version constraints),
+relabelled to the served versions; the toolkits are modelled on NVIDIA's cuda-toolkit-X-Y packages. The mirror
+also serves the PCI id database of Debian's pci.ids package at /misc/pci.ids (sim/gpu/pci_ids.py).
+"""
 
 import gzip
 import hashlib
@@ -10,6 +15,8 @@ import time
 from email.utils import formatdate
 from pathlib import Path
 
+import debian_meta
+import driver_graph
 from common import EPOCH, Stamp, clamp_mtimes, fingerprint, reset_dir, run, write
 
 REPO_SUBDIR = "nvidia/compute/cuda/repos/debian12/x86_64"
@@ -18,7 +25,9 @@ SOURCES_NAME = "cuda-debian12-x86_64.list"
 KEY_UID = "CUDA stand-in archive signing key (tests only) <cuda-sim@example.invalid>"
 MAINTAINER = "Simulated CUDA vendor <cuda-sim@example.invalid>"
 
-DRIVER_BRANCHES = ["575.57.08", "580.95.05"]
+# Two versions per branch: the pinned one and a newer one, as NVIDIA's repository always carries (so a pin that misses
+# a package of the driver's source packages fails here exactly as on a real server).
+DRIVER_VERSIONS = ["575.57.08", "575.64.05", "580.95.05", "580.105.08"]
 # (package suffix, toolkit version, nvcc version, nvcc "Built on", nvcc build id, minimum driver of cuda-drivers)
 TOOLKITS = [
     ("12-8", "12.8.1", "12.8.93", "Fri_Feb_21_20:23:50_PST_2025", "cuda_12.8.r12.8/compiler.35583870_0", "570.124.06"),
@@ -41,83 +50,30 @@ def _sh(body):
     return "#!/bin/sh\n# " + SIM_NOTE + "\n" + body.lstrip("\n")
 
 
-def driver_packages(v):
-    ver = f"{v}-1"
-    branch = v.split(".")[0]
-    doc = {"usr/share/doc/{pkg}/README.sim": SIM_NOTE + "\n"}
-    dkms_conf = f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{v}"\nAUTOINSTALL="yes"\n# stand-in: nothing to build\n'
-    pkgs = [
-        {
-            "Package": "nvidia-kernel-open-dkms",
-            "Version": ver,
-            "Provides": f"nvidia-kernel-dkms-any (= {ver})",
-            "Conflicts": "nvidia-kernel-dkms",
-            "Replaces": "nvidia-kernel-dkms",
-            "Section": "kernel",
-            "Description": "NVIDIA open GPU kernel modules (DKMS source, stand-in)\n"
-            " The open kernel modules; required for Blackwell GPUs.",
-            "files": {
-                f"usr/src/nvidia-{v}/dkms.conf": dkms_conf,
-                "usr/lib/sim-gpu/kernel-module-flavor": "open\n",
-            },
-        },
-        {
-            "Package": "nvidia-kernel-dkms",
-            "Version": ver,
-            "Provides": f"nvidia-kernel-dkms-any (= {ver})",
-            "Conflicts": "nvidia-kernel-open-dkms",
-            "Replaces": "nvidia-kernel-open-dkms",
-            "Section": "kernel",
-            "Description": "NVIDIA proprietary GPU kernel modules (DKMS source, stand-in)\n"
-            " The closed-source kernel modules; they do not support Blackwell GPUs.",
-            "files": {
-                f"usr/src/nvidia-{v}/dkms.conf": dkms_conf,
-                "usr/lib/sim-gpu/kernel-module-flavor": "proprietary\n",
-            },
-        },
-        {
-            "Package": "libcuda1",
-            "Version": ver,
-            "Section": "libs",
-            "Description": "NVIDIA CUDA driver library (stand-in)",
-            "files": dict(doc),
-        },
-        {
-            "Package": "nvidia-smi",
-            "Version": ver,
-            "Section": "utils",
-            "Description": "NVIDIA System Management Interface (stand-in)\n"
-            " Ships no binary: simulated nodes already carry the simulated /usr/bin/nvidia-smi.",
-            "files": dict(doc),
-        },
-        {
-            "Package": "nvidia-driver",
-            "Version": ver,
-            "Depends": f"nvidia-kernel-dkms (= {ver}) | nvidia-kernel-open-dkms (= {ver}), libcuda1 (= {ver}), "
-            f"nvidia-smi (= {ver})",
-            "Section": "non-free/x11",
-            "Description": "NVIDIA driver user space (stand-in)\n"
-            " Writes the installed driver version to /usr/lib/sim-gpu/driver-version for the simulated nvidia-smi.",
-            "files": {"usr/lib/sim-gpu/driver-version": v + "\n"},
-        },
-        {
-            "Package": "nvidia-open",
-            "Version": ver,
-            "Depends": f"nvidia-kernel-open-dkms (= {ver}), nvidia-driver (= {ver})",
-            "Section": "metapackages",
-            "Description": "NVIDIA driver with the open GPU kernel modules (metapackage, stand-in)",
-            "files": dict(doc),
-        },
-        {
-            "Package": "nvidia-persistenced",
-            "Version": ver,
-            "Section": "utils",
-            "Description": "NVIDIA persistence daemon (stand-in)\n"
-            " A harmless long-running stub that creates /run/nvidia-persistenced/socket.",
-            "files": {
-                "usr/bin/nvidia-persistenced": (
-                    _sh(
-                        """
+def sim_payloads(pkg):
+    """The files a package ships on a simulated node: a README, plus what the simulated GPU reads."""
+    name, ver = pkg["Package"], pkg["Version"]
+    v = ver.rsplit("-", 1)[0]
+    files = {f"usr/share/doc/{name}/README.sim": SIM_NOTE + "\n"}
+    if name == "libnvidia-ml1":
+        # NVML reports the driver version: the simulated nvidia-smi and torch read it here.
+        files["usr/lib/sim-gpu/driver-version"] = v + "\n"
+    elif name in ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms"):
+        files["usr/lib/sim-gpu/kernel-module-flavor"] = "open\n"
+    elif name == "nvidia-kernel-dkms":
+        files["usr/lib/sim-gpu/kernel-module-flavor"] = "proprietary\n"
+    elif name == "nvidia-persistenced":
+        files.update(persistenced_files())
+    elif name.startswith("nvidia-fabricmanager"):
+        files.update(fabricmanager_files(v))
+    return files
+
+
+def persistenced_files():
+    return {
+        "usr/bin/nvidia-persistenced": (
+            _sh(
+                """
 set -e
 if [ ! -r "${SIM_GPU_DRIVER_FILE:-/usr/lib/sim-gpu/driver-version}" ]; then
     echo "nvidia-persistenced failed to initialize. Check syslog for more details." >&2
@@ -128,27 +84,23 @@ mkdir -p /run/nvidia-persistenced
 echo "nvidia-persistenced: Started ($$)"
 exec sleep infinity
 """
-                    ),
-                    0o755,
-                ),
-                "lib/systemd/system/nvidia-persistenced.service": (
-                    "[Unit]\nDescription=NVIDIA Persistence Daemon\nWants=syslog.target\n\n"
-                    "[Service]\nType=simple\nRuntimeDirectory=nvidia-persistenced\n"
-                    "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode "
-                    "--verbose\n\n[Install]\nWantedBy=multi-user.target\n"
-                ),
-            },
-        },
-        {
-            "Package": "nvidia-fabricmanager",
-            "Version": ver,
-            "Section": "utils",
-            "Description": "NVIDIA Fabric Manager for NVSwitch systems (stand-in)\n"
-            " Its version must equal the driver's exactly; the stub refuses to start otherwise.",
-            "files": {
-                "usr/bin/nv-fabricmanager": (
-                    _sh(
-                        f"""
+            ),
+            0o755,
+        ),
+        "lib/systemd/system/nvidia-persistenced.service": (
+            "[Unit]\nDescription=NVIDIA Persistence Daemon\nWants=syslog.target\n\n"
+            "[Service]\nType=simple\nRuntimeDirectory=nvidia-persistenced\n"
+            "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode "
+            "--verbose\n\n[Install]\nWantedBy=multi-user.target\n"
+        ),
+    }
+
+
+def fabricmanager_files(v):
+    return {
+        "usr/bin/nv-fabricmanager": (
+            _sh(
+                f"""
 FM_VERSION="{v}"
 DRIVER=$(cat "${{SIM_GPU_DRIVER_FILE:-/usr/lib/sim-gpu/driver-version}}" 2>/dev/null)
 if [ -z "$DRIVER" ]; then
@@ -167,35 +119,24 @@ fi
 echo "Successfully configured all the available NVSwitches to route GPU NVLink traffic."
 exec sleep infinity
 """
-                    ),
-                    0o755,
-                ),
-                "usr/share/nvidia/nvswitch/fabricmanager.cfg": "# stand-in configuration\nLOG_LEVEL=4\n",
-                "lib/systemd/system/nvidia-fabricmanager.service": (
-                    "[Unit]\nDescription=NVIDIA fabric manager service\n\n"
-                    "[Service]\nType=simple\n"
-                    "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n"
-                    "LimitCORE=infinity\n\n[Install]\nWantedBy=multi-user.target\n"
-                ),
-            },
-        },
-        {
-            "Package": "cuda-drivers",
-            "Version": ver,
-            "Depends": f"nvidia-driver (= {ver}), nvidia-kernel-dkms (= {ver}) | nvidia-kernel-open-dkms (= {ver})",
-            "Section": "metapackages",
-            "Description": "CUDA driver metapackage (stand-in)\n Pulls the driver; roles must not install it.",
-            "files": dict(doc),
-        },
-        {
-            "Package": f"cuda-drivers-{branch}",
-            "Version": ver,
-            "Depends": f"cuda-drivers (= {ver})",
-            "Section": "metapackages",
-            "Description": f"CUDA driver metapackage for the R{branch} branch (stand-in)",
-            "files": dict(doc),
-        },
-    ]
+            ),
+            0o755,
+        ),
+        "usr/share/nvidia/nvswitch/fabricmanager.cfg": "# stand-in configuration\nLOG_LEVEL=4\n",
+        "lib/systemd/system/nvidia-fabricmanager.service": (
+            "[Unit]\nDescription=NVIDIA fabric manager service\n\n"
+            "[Service]\nType=simple\n"
+            "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n"
+            "LimitCORE=infinity\n\n[Install]\nWantedBy=multi-user.target\n"
+        ),
+    }
+
+
+def driver_packages(mirror=None):
+    """Every driver package of every served version, from Debian's packaging metadata (driver_graph)."""
+    pkgs = driver_graph.graph(DRIVER_VERSIONS, mirror)
+    for p in pkgs:
+        p["files"] = sim_payloads(p)
     return pkgs
 
 
@@ -304,9 +245,7 @@ def keyring_package(keyring: bytes, repo_url: str):
 
 
 def all_packages(keyring: bytes, repo_url: str):
-    pkgs = []
-    for v in DRIVER_BRANCHES:
-        pkgs += driver_packages(v)
+    pkgs = driver_packages()
     for tk in TOOLKITS:
         pkgs += toolkit_packages(tk)
     pkgs.append(keyring_package(keyring, repo_url))
@@ -324,9 +263,10 @@ def build_deb(pkg, work: Path, repo: Path):
         data = body if isinstance(body, bytes) else body.encode()
         size += len(data)
         write(stage / rel.replace("{pkg}", name), data, mode)
-    fields = ["Package", "Version", "Architecture", "Maintainer", "Installed-Size"]
-    fields += ["Depends", "Provides", "Conflicts", "Replaces", "Section", "Priority", "Description"]
-    meta = dict(pkg)
+    fields = ["Package", "Source", "Version", "Architecture", "Maintainer", "Installed-Size", "Multi-Arch"]
+    fields += ["Pre-Depends", "Depends", "Recommends", "Suggests", "Provides", "Conflicts", "Breaks", "Replaces"]
+    fields += ["Section", "Priority", "Description"]
+    meta = {k: v for k, v in pkg.items() if k not in ("files", "scripts", "conffiles")}
     meta.update(Architecture=arch, Maintainer=MAINTAINER, Priority="optional")
     meta["Installed-Size"] = str(max(1, (size + 1023) // 1024))
     control = "".join(f"{k}: {meta[k]}\n" for k in fields if k in meta)
@@ -338,9 +278,19 @@ def build_deb(pkg, work: Path, repo: Path):
     for d in [stage, *[p for p in stage.rglob("*") if p.is_dir()]]:
         d.chmod(0o755)
     clamp_mtimes(stage)
-    deb = repo / f"{name}_{ver}_{arch}.deb"
-    run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", stage, deb])
+    deb = repo / f"{name}_{ver.split(':')[-1]}_{arch}.deb"
+    run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", stage, deb])
     return deb
+
+
+def pci_ids_module():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "gpu" / "pci_ids.py"
+    spec = importlib.util.spec_from_file_location("sim_pci_ids", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def gpg_env(gnupghome: Path):
@@ -407,7 +357,13 @@ def build(out: Path, repo_url: str, force=False):
     gnupghome = out / "gnupg"
     repo = out / "www" / REPO_SUBDIR
     fpr = ensure_key(gnupghome)
-    stamp = Stamp(out, "apt", fingerprint(Path(__file__), repo_url, fpr))
+    here = Path(__file__).resolve().parent
+    debian = (
+        sorted((debian_meta.cache_dir() / "dists").rglob("Packages.xz"))
+        if (debian_meta.cache_dir() / "dists").exists()
+        else []
+    )
+    stamp = Stamp(out, "apt", fingerprint(Path(__file__), here / "driver_graph.py", repo_url, fpr, *debian))
     summary_file = out / "apt-summary.json"
     if not force and stamp.fresh(repo / "InRelease", summary_file):
         return json.loads(summary_file.read_text()) | {"skipped": True}
@@ -434,6 +390,8 @@ def build(out: Path, repo_url: str, force=False):
     write(repo / f"{short}.pub", armored)
     write(repo / KEYRING_NAME, keyring)
     write(out / "keys" / "cuda-archive-key.asc", armored)
+    pci_ids = out / "www" / "misc" / "pci.ids"
+    write(pci_ids, Path(pci_ids_module().ensure()).read_bytes())
     clamp_mtimes(repo)
     os.utime(repo, (EPOCH, EPOCH))
     summary = {

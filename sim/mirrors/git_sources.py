@@ -1,12 +1,23 @@
-"""Git repositories served over dumb HTTP: the SGLang stand-in (before/after the SM120 fix) and flash-attention."""
+"""Git repositories served over dumb HTTP.
+
+- `sgl-project/sglang.git`: real SGLang history made from the released source distributions on PyPI (tags v0.5.8,
+  v0.5.9 and the newest sdist, in upstream's layout under `python/`), plus the SM120 fix of PR #14311 as one commit on
+  top of v0.5.8 (branch `sm120-fix-on-v0.5.8`). The sdists carry no sgl-kernel sources, so `sgl-kernel/` is the
+  stand-in CMake project (stubs/sgl-kernel).
+- `llmops-sim/sglang-standin.git`: the SGLang stand-in (sim/sglang) before/after the fix, which the server stage
+  installs and runs (the real SGLang cannot serve without a GPU).
+- `Dao-AILab/flash-attention.git`: the flash-attention stand-in build.
+"""
 
 import ast
 import json
+import os
 import re
 import shutil
 import sys
 from pathlib import Path
 
+import sglang_releases
 from common import HERE, REPO_ROOT, Stamp, clamp_mtimes, fingerprint, reset_dir, run, write
 
 STUBS = HERE / "stubs"
@@ -18,6 +29,15 @@ SGLANG_COMMITS = [
     ("2025-01-02T00:00:00+00:00", "[Fix] add block size logic for sm120 smem size (#14311)", "v0.5.9"),
 ]
 FLASH_ATTN_COMMIT = ("2025-01-01T00:00:00+00:00", "Import the flash-attention stand-in tree", "v2.8.3")
+REAL_AUTHOR = ("SGLang release import", "sglang-releases@example.invalid")
+FIX_BRANCH = "sm120-fix-on-v0.5.8"
+FIX_BASE = "0.5.8"
+FIX_MESSAGE = """[Fix] add block size logic for sm120 smem size (#14311)
+
+The change of https://github.com/sgl-project/sglang/pull/14311 as upstream merged it (first released in 0.5.9),
+reproduced on v0.5.8: the `CUDA_CAPABILITY[0] == 12` branch of extend_attention.py, taken from the first release
+that has it.
+"""
 
 _MARK_BEGIN = re.compile(r"#.*sm120[-_ ]fix.*\b(begin|start)\b", re.I)
 _MARK_END = re.compile(r"#.*sm120[-_ ]fix.*\bend\b", re.I)
@@ -93,36 +113,69 @@ def add_sm120_fix(text: str) -> str:
     raise ValueError("cannot add the SM120 fix: no 'if ... CUDA_CAPABILITY[0] >= 9:' branch found")
 
 
-def _git(args, cwd, date=None):
+def _branch_span(lines, i):
+    """End (exclusive) of the if/elif branch starting at line i: the deeper-indented lines, blank lines within."""
+    indent = _indent(lines[i])
+    j = i + 1
+    while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > indent):
+        j += 1
+    while j > i + 1 and not lines[j - 1].strip():
+        j -= 1
+    return j
+
+
+def transplant_sm120_fix(before: str, fixed: str) -> str:
+    """`before` (a file without the fix) with the `CUDA_CAPABILITY[0] == 12` branch of `fixed` (a release that has it)
+    inserted before the `CUDA_CAPABILITY[0] >= 9` branch, which becomes an `elif` -- the shape of PR #14311."""
+    flines = fixed.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(flines) if _BRANCH.match(line.rstrip("\r\n"))), None)
+    if start is None:
+        raise ValueError("the fixed file has no 'CUDA_CAPABILITY[0] == 12' branch")
+    branch = flines[start : _branch_span(flines, start)]
+    blines = before.splitlines(keepends=True)
+    for i, line in enumerate(blines):
+        m = _SM90_BRANCH.match(line.rstrip("\r\n"))
+        if m and _indent(line) == _indent(branch[0]):
+            blines[i] = f"{m.group(1)}elif{m.group(2)}\n"
+            out = "".join(blines[:i] + branch + blines[i:])
+            ast.parse(out)
+            return out
+    raise ValueError("the file without the fix has no 'if ... CUDA_CAPABILITY[0] >= 9:' branch at the fix's indent")
+
+
+def _git(args, cwd, date=None, author=AUTHOR):
     env = {
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_AUTHOR_NAME": AUTHOR[0],
-        "GIT_AUTHOR_EMAIL": AUTHOR[1],
-        "GIT_COMMITTER_NAME": AUTHOR[0],
-        "GIT_COMMITTER_EMAIL": AUTHOR[1],
+        "GIT_AUTHOR_NAME": author[0],
+        "GIT_AUTHOR_EMAIL": author[1],
+        "GIT_COMMITTER_NAME": author[0],
+        "GIT_COMMITTER_EMAIL": author[1],
     }
     if date:
         env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
     return run(["git", *args], cwd=cwd, env=env).strip()
 
 
-def _commit(work: Path, date: str, message: str, tag: str):
+def _commit(work: Path, date: str, message: str, tag: str | None, *, author=AUTHOR, annotated=False):
     clamp_mtimes(work)
-    _git(["add", "-A", "."], work)
-    _git(["-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", message], work, date)
-    _git(["tag", tag], work, date)
+    _git(["add", "-A", "."], work, author=author)
+    _git(["-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", message], work, date, author)
+    if tag and annotated:
+        _git(["-c", "tag.gpgsign=false", "tag", "-a", "-m", f"Release {tag}", tag], work, date, author)
+    elif tag:
+        _git(["tag", tag], work, date, author)
     return _git(["rev-parse", "HEAD"], work)
 
 
-def _publish(work: Path, dest: Path):
+def _publish(work: Path, dest: Path, what: str = "stand-in"):
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _git(["clone", "-q", "--bare", "--no-local", str(work), str(dest)], work.parent)
     _git(["repack", "-a", "-d", "-q"], dest)
     _git(["update-server-info"], dest)
-    write(dest / "description", f"{dest.name} (stand-in, llmops.sglang simulated mirror)\n")
+    write(dest / "description", f"{dest.name} ({what}, llmops.sglang simulated mirror)\n")
 
 
 def _add_simbuild(tree: Path):
@@ -136,10 +189,7 @@ def build_sglang(sglang_src: Path, work_root: Path, dest: Path):
     shutil.copytree(sglang_src, work, ignore=IGNORE, dirs_exist_ok=True)
     # The tree's sgl-kernel becomes the stand-in *build* (a simulated CUDA compile that reads the jobs/threads/arch
     # knobs, records them and dies like the OOM killer over RAM), as upstream's sgl-kernel is a CMake build.
-    kernel = work / "sgl-kernel"
-    shutil.rmtree(kernel, ignore_errors=True)
-    shutil.copytree(STUBS / "sgl-kernel", kernel, ignore=IGNORE)
-    _add_simbuild(kernel)
+    _add_kernel_standin(work)
     overlay = True
     fix = work / FIX_FILE
     if not fix.exists():
@@ -170,6 +220,78 @@ def build_sglang(sglang_src: Path, work_root: Path, dest: Path):
     }
 
 
+def _add_kernel_standin(work: Path):
+    """The sdists carry no sgl-kernel sources: `sgl-kernel/` is the stand-in CMake project (stubs/sgl-kernel)."""
+    kernel = work / "sgl-kernel"
+    shutil.rmtree(kernel, ignore_errors=True)
+    shutil.copytree(STUBS / "sgl-kernel", kernel, ignore=IGNORE)
+    _add_simbuild(kernel)
+
+
+def build_real_sglang(sdists: dict, work_root: Path, dest: Path):
+    """Upstream's history as far as the releases show it: one tagged commit per sdist (python/ = the sdist's tree,
+    sgl-kernel/ = the stand-in), `main` at the newest, and branch sm120-fix-on-v0.5.8 = v0.5.8 + PR #14311."""
+    work = work_root / "sglang-real"
+    reset_dir(work)
+    _git(["init", "-q", "-b", "main"], work)
+    tags, files = {}, {}
+    for n, (version, sdist) in enumerate(sdists.items()):
+        for child in work.iterdir():
+            if child.name != ".git":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        sglang_releases.extract_python_tree(sdist, work / "python")
+        _add_kernel_standin(work)
+        files[version] = (work / FIX_FILE).read_text() if (work / FIX_FILE).exists() else None
+        date = f"2025-02-{n + 1:02d}T00:00:00+00:00"
+        tags[f"v{version}"] = _commit(
+            work, date, f"SGLang {version} (from PyPI: {sdist.name})", f"v{version}", author=REAL_AUTHOR, annotated=True
+        )
+    fix = None
+    fixed_release = next((v for v, text in files.items() if text and has_sm120_fix(text)), None)
+    if FIX_BASE in sdists and files.get(FIX_BASE) and fixed_release and not has_sm120_fix(files[FIX_BASE]):
+        _git(["checkout", "-q", "-b", FIX_BRANCH, f"v{FIX_BASE}"], work)
+        (work / FIX_FILE).write_text(transplant_sm120_fix(files[FIX_BASE], files[fixed_release]))
+        fix = {
+            "branch": FIX_BRANCH,
+            "base": f"v{FIX_BASE}",
+            "taken_from": f"v{fixed_release}",
+            "commit": _commit(work, "2025-03-01T00:00:00+00:00", FIX_MESSAGE, None, author=REAL_AUTHOR),
+        }
+        _git(["checkout", "-q", "main"], work)
+    _publish(work, dest, "SGLang releases from PyPI")
+    return {
+        "url_path": f"/git/{dest.relative_to(dest.parents[1]).as_posix()}",
+        "releases": {v: p.name for v, p in sdists.items()},
+        "tags": tags,
+        "main": tags[f"v{list(sdists)[-1]}"],
+        "sm120": {v: bool(text and has_sm120_fix(text)) for v, text in files.items()},
+        "fix": fix,
+        "fix_file": FIX_FILE,
+    }
+
+
+_FETCH = re.compile(
+    r"FetchContent_Declare\(\s*(\S+)\s+GIT_REPOSITORY\s+https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?\s+"
+    r"GIT_TAG\s+(\S+)"
+)
+
+
+def build_kernel_dependencies(work_root: Path, git_root: Path):
+    """The GitHub repositories the stand-in sgl-kernel's CMake configure step clones (FetchContent), as tiny repos
+    carrying the pinned tag, so a build can be pointed at this mirror instead of GitHub (sglang_kernel_git_mirror)."""
+    out = {}
+    for name, org, repo, tag in _FETCH.findall((STUBS / "sgl-kernel" / "CMakeLists.txt").read_text()):
+        work = work_root / "deps" / org / repo
+        reset_dir(work)
+        _git(["init", "-q", "-b", "main"], work)
+        write(work / "README.md", f"Stand-in for https://github.com/{org}/{repo} (FetchContent {name}, tag {tag}).\n")
+        sha = _commit(work, "2025-01-01T00:00:00+00:00", f"Stand-in {org}/{repo} at {tag}", tag)
+        dest = git_root / org / f"{repo}.git"
+        _publish(work, dest)
+        out[f"{org}/{repo}"] = {"url_path": f"/git/{org}/{repo}.git", "tag": tag, "commit": sha}
+    return out
+
+
 def build_flash_attention(work_root: Path, dest: Path):
     work = work_root / "flash-attention"
     reset_dir(work)
@@ -182,13 +304,33 @@ def build_flash_attention(work_root: Path, dest: Path):
     return {"url_path": f"/git/{dest.relative_to(dest.parents[1]).as_posix()}", "commits": [sha], "tags": {tag: sha}}
 
 
-def build(out: Path, sglang_src: Path | None = None, force=False):
+def build(out: Path, sglang_src: Path | None = None, force=False, releases=None):
+    """Build the three repositories into out/www/git. `releases`: SGLang versions to import from PyPI (default
+    SIM_SGLANG_RELEASES or 0.5.8 0.5.9 newest; empty: none)."""
     sglang_src = Path(sglang_src) if sglang_src else REPO_ROOT / "sim" / "sglang"
+    if releases is None:
+        releases = os.environ.get("SIM_SGLANG_RELEASES", " ".join(sglang_releases.DEFAULT_RELEASES)).split()
     git_root = out / "www" / "git"
+    sdists, sdist_error = {}, None
+    if releases:
+        try:
+            sdists = sglang_releases.ensure(releases)
+        except (RuntimeError, OSError, ValueError) as e:
+            sdist_error = f"SGLang releases {releases} not available: {e}"
     stamp = Stamp(
         out,
         "git",
-        fingerprint(Path(__file__), STUBS / "simbuild", STUBS / "flash-attention", STUBS / "sgl-kernel", sglang_src),
+        fingerprint(
+            Path(__file__),
+            HERE / "sglang_releases.py",
+            STUBS / "simbuild",
+            STUBS / "flash-attention",
+            STUBS / "sgl-kernel",
+            sglang_src,
+            *[str(v) for v in sdists],
+            *sdists.values(),
+            sdist_error or "",
+        ),
     )
     summary_file = out / "git-summary.json"
     if not force and stamp.fresh(summary_file):
@@ -197,15 +339,22 @@ def build(out: Path, sglang_src: Path | None = None, force=False):
     reset_dir(work_root)
     summary = {"root": str(git_root)}
     summary["flash-attention"] = build_flash_attention(work_root, git_root / "Dao-AILab" / "flash-attention.git")
+    summary["sgl-kernel-deps"] = build_kernel_dependencies(work_root, git_root)
     if sglang_src.is_dir():
         try:
-            summary["sglang"] = build_sglang(sglang_src, work_root, git_root / "sgl-project" / "sglang.git")
+            standin = git_root / "llmops-sim" / "sglang-standin.git"
+            summary["sglang-standin"] = build_sglang(sglang_src, work_root, standin)
         except (FileNotFoundError, ValueError) as e:
-            summary["sglang"] = {"skipped": str(e)}
+            summary["sglang-standin"] = {"skipped": str(e)}
     else:
-        summary["sglang"] = {"skipped": f"no SGLang stand-in tree at {sglang_src}"}
-    if "skipped" in summary["sglang"]:
-        print(f"warning: sglang repository not built: {summary['sglang']['skipped']}", file=sys.stderr)
+        summary["sglang-standin"] = {"skipped": f"no SGLang stand-in tree at {sglang_src}"}
+    if sdists:
+        summary["sglang"] = build_real_sglang(sdists, work_root, git_root / "sgl-project" / "sglang.git")
+    else:
+        summary["sglang"] = {"skipped": sdist_error or "no SGLang releases requested (SIM_SGLANG_RELEASES empty)"}
+    for key in ("sglang-standin", "sglang"):
+        if "skipped" in summary[key]:
+            print(f"warning: {key} repository not built: {summary[key]['skipped']}", file=sys.stderr)
     shutil.rmtree(work_root)
     write(summary_file, json.dumps(summary, indent=2) + "\n")
     stamp.done()

@@ -58,8 +58,12 @@ def test_apt_installs_the_pinned_open_driver_from_the_signed_repo(mirror):
     )
     sources = node.sh("cat /etc/apt/sources.list.d/cuda-debian12-x86_64.list")
     assert "signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg" in sources
+    # The repository also serves 580.105.08: as on a real server, only a pin on the driver's source packages (NVIDIA's
+    # documented version locking) keeps nvidia-open's exact-version dependency chain at 580.95.05.
     node.run(
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends"
+        "printf 'Package: src:*nvidia*:any\\nPin: version 580.95.05-1\\nPin-Priority: 1001\\n'"
+        " > /etc/apt/preferences.d/nvidia-driver.pref"
+        " && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends"
         " nvidia-open=580.95.05-1 nvidia-driver=580.95.05-1 nvidia-kernel-open-dkms=580.95.05-1",
         timeout=180,
     )
@@ -105,7 +109,7 @@ def test_pip_installs_the_sglang_stand_in_from_the_git_mirror(mirror):
     node, url = mirror
     node.run("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git", timeout=180)
     node.run(
-        f"git clone -q {url}/git/sgl-project/sglang.git /opt/sglang-src && python3 -m venv /opt/s"
+        f"git clone -q {url}/git/llmops-sim/sglang-standin.git /opt/sglang-src && python3 -m venv /opt/s"
         f" && {pip('/opt/s', url)} setuptools==75.8.0 wheel==0.45.1"
         f" && {pip('/opt/s', url)} --no-build-isolation /opt/sglang-src/python",
         timeout=240,

@@ -34,9 +34,13 @@ def test_packages_list_driver_branches_toolkits_and_metapackages(built):
         "nvidia-persistenced",
         "nvidia-fabricmanager",
         "nvidia-kernel-dkms",
+        "nvidia-driver-cuda",
         "cuda-drivers",
     ]:
-        assert pkgs[name] == {"575.57.08-1", "580.95.05-1"}, name
+        want = {"575.57.08-1", "575.64.05-1", "580.95.05-1", "580.105.08-1"}
+        if name == "nvidia-fabricmanager":
+            want = {"580.95.05-1", "580.105.08-1"}
+        assert pkgs[name] == want, name
     assert pkgs["cuda-toolkit-12-8"] == {"12.8.1-1"}
     assert pkgs["cuda-toolkit-12-9"] == {"12.9.1-1"}
     assert pkgs["cuda-toolkit-13-0"] == {"13.0.2-1"}
@@ -113,7 +117,7 @@ def test_payloads(built, tmp_path):
         subprocess.run(["dpkg-deb", "-x", repo(built) / name, d], check=True)
         return d
 
-    drv = extract("nvidia-driver_575.57.08-1_amd64.deb")
+    drv = extract("libnvidia-ml1_575.57.08-1_amd64.deb")
     assert (drv / "usr/lib/sim-gpu/driver-version").read_text() == "575.57.08\n"
     assert not (drv / "usr/bin/nvidia-smi").exists()
     assert not (extract("nvidia-smi_580.95.05-1_amd64.deb") / "usr/bin/nvidia-smi").exists()
@@ -184,8 +188,8 @@ def test_apt_get_update_and_download_over_http(built, server, tmp_path):
     dl = _apt(root, keyring, server["apt"], "install", "-y", "--download-only", "nvidia-open", "cuda-toolkit-12-8")
     assert dl.returncode == 0, dl.stdout + dl.stderr
     got = sorted(p.name for p in (root / "cache/archives").glob("*.deb"))
-    assert "nvidia-open_580.95.05-1_amd64.deb" in got
-    assert "nvidia-kernel-open-dkms_580.95.05-1_amd64.deb" in got
+    assert "nvidia-open_580.105.08-1_amd64.deb" in got  # the newest: nothing pins it here
+    assert "nvidia-kernel-open-dkms_580.105.08-1_amd64.deb" in got
     assert "cuda-toolkit-12-8_12.8.1-1_amd64.deb" in got
     assert not [n for n in got if n.startswith(("nvidia-kernel-dkms_", "cuda-drivers", "cuda_"))], got
 

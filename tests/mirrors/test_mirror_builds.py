@@ -1,8 +1,10 @@
 """The stand-in CUDA extension builds (flash-attn, sgl-kernel): recorded knobs, OOM kill, arch-specific import."""
 
 import json
+import re
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -90,28 +92,89 @@ def test_build_needs_torch_so_build_isolation_fails(torch_venv, cuda_home, tmp_p
     assert proc.returncode != 0 and "No module named 'torch'" in proc.stdout + proc.stderr
 
 
-def test_sgl_kernel_build_reads_cmake_knobs(torch_venv, cuda_home, tmp_path):
+SCOPE = ROOT / "roles" / "sglang" / "files" / "sgl_kernel_scope.py"
+SM120A = "-gencode=arch=compute_120a,code=sm_120a"
+
+
+def scoped(src, *args):
+    proc = subprocess.run(
+        [sys.executable, SCOPE, src / "CMakeLists.txt", *args], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_sgl_kernel_compiles_its_own_gencode_list_and_ignores_torch_arch_list(torch_venv, cuda_home, server, tmp_path):
     py = torch_venv["python"]
+    src = source(tmp_path, "sgl-kernel")
+    text = (src / "CMakeLists.txt").read_text()  # upstream's gencode list; only the downloads go to the mirror
+    mirrored = re.sub(
+        r"(?m)GIT_REPOSITORY https://github\.com/(\S+?)(?:\.git)?$", rf"GIT_REPOSITORY {server['git']}\1.git", text
+    )
+    (src / "CMakeLists.txt").write_text(mirrored)
     proc = pip_install(
         py,
-        source(tmp_path, "sgl-kernel"),
+        src,
         cuda_home,
         CMAKE_BUILD_PARALLEL_LEVEL="2",
         CMAKE_ARGS="-DSGL_KERNEL_COMPILE_THREADS=1",
-        TORCH_CUDA_ARCH_LIST="12.0",
+        TORCH_CUDA_ARCH_LIST="12.0a",
         SIM_BUILD_RAM_MIB="4096",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     info = build_info(py, "sgl_kernel")
-    assert (info["jobs"], info["nvcc_threads"], info["archs"]) == (2, 1, ["120"])
+    # TORCH_CUDA_ARCH_LIST=12.0a changed nothing: the file's own list for CUDA 12.8, compiled for two targets.
+    assert info["archs"] == ["90", "80", "89", "100a", "120a", "90a"]
+    assert info["cmake_targets"] == 2 and info["units"] == 120
+
+
+def test_sgl_kernel_scoped_by_the_role_script_compiles_exactly_sm120a(torch_venv, cuda_home, server, tmp_path):
+    py = torch_venv["python"]
+    src = source(tmp_path, "sgl-kernel")
+    summary = scoped(src, f"--gencode={SM120A}", "--git-mirror", server["git"].rstrip("/"))
+    assert len(summary["removed"]) == 7 and summary["gencodes"] == [SM120A]
+    assert all(r.startswith(server["git"]) for r in summary["repositories"]) and len(summary["repositories"]) == 4
+    proc = pip_install(
+        py,
+        src,
+        cuda_home,
+        CMAKE_BUILD_PARALLEL_LEVEL="2",
+        CMAKE_ARGS="-DSGL_KERNEL_COMPILE_THREADS=1",
+        SIM_BUILD_RAM_MIB="4096",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    info = build_info(py, "sgl_kernel")
+    assert info["gencodes"] == [SM120A]
+    assert sorted(info["fetched"]) == ["repo-cutlass", "repo-deepgemm", "repo-flashinfer", "repo-mscclpp"]
     assert import_on(py, "sgl_kernel", "rtx-pro-6000-x8").returncode == 0
     assert "no kernel image" in import_on(py, "sgl_kernel", "h100-80gb-x8").stderr
 
 
-def test_sgl_kernel_default_threads_oom_on_small_host(torch_venv, cuda_home, tmp_path):
-    proc = pip_install(
-        torch_venv["python"], source(tmp_path, "sgl-kernel"), cuda_home, MAX_JOBS="2", SIM_BUILD_RAM_MIB="24000"
+def test_sgl_kernel_configure_fails_when_its_dependencies_cannot_be_cloned(torch_venv, cuda_home, tmp_path):
+    src = source(tmp_path, "sgl-kernel")
+    scoped(src, f"--gencode={SM120A}", "--git-mirror", "http://127.0.0.1:9/git")  # nothing listens there
+    proc = pip_install(torch_venv["python"], src, cuda_home, SIM_BUILD_RAM_MIB="4096")
+    assert proc.returncode != 0
+    assert "Failed to clone repository: 'http://127.0.0.1:9/git/NVIDIA/cutlass.git'" in proc.stdout + proc.stderr
+
+
+def test_scope_script_refuses_a_cmake_file_without_the_flag_list(tmp_path):
+    (tmp_path / "CMakeLists.txt").write_text("project(x)\n")
+    proc = subprocess.run(
+        [sys.executable, SCOPE, tmp_path / "CMakeLists.txt", f"--gencode={SM120A}"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("sgl-kernel scoping failed: expected a set(SGL_KERNEL_CUDA_FLAGS ...)")
+    assert (tmp_path / "CMakeLists.txt").read_text() == "project(x)\n"
+
+
+def test_sgl_kernel_default_threads_oom_on_small_host(torch_venv, cuda_home, server, tmp_path):
+    src = source(tmp_path, "sgl-kernel")
+    scoped(src, f"--gencode={SM120A}", "--git-mirror", server["git"].rstrip("/"))
+    proc = pip_install(torch_venv["python"], src, cuda_home, MAX_JOBS="2", SIM_BUILD_RAM_MIB="24000")
     assert proc.returncode != 0 and "Killed" in proc.stdout + proc.stderr  # 2 jobs x 32 threads x 1 GiB
 
 

@@ -14,6 +14,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.build_plan import (
     cuda_major_minor,
     fingerprint,
     flash_attn_archs,
+    flash_attn_version_ok,
     kernel_archs,
     parallelism,
     parse_nvcc_version,
@@ -79,15 +80,49 @@ def test_flash_attn_archs():
         flash_attn_archs([])
 
 
+@pytest.mark.parametrize(
+    ("gpus", "token"),
+    [
+        (["sm_80"], "80"),
+        (["sm_86"], "80"),
+        (["sm_89"], "80"),
+        (["sm_90"], "90"),
+        (["sm_100"], "100"),
+        (["sm_103"], "100"),
+        (["sm_120"], "120"),
+        (["sm_121"], "120"),
+        (["sm_86", "sm_90"], "80;90"),
+    ],
+)
+def test_flash_attn_archs_use_only_the_tokens_flash_attention_accepts(gpus, token):
+    assert flash_attn_archs(gpus) == token
+    assert set(token.split(";")) <= {"80", "90", "100", "120"}
+
+
+@pytest.mark.parametrize("gpu", ["sm_75", "sm_70", "sm_110"])
+def test_flash_attn_archs_refuse_gpus_without_flash_attention_kernels(gpu):
+    with pytest.raises(ValueError, match="flash-attention 2 has no kernels for"):
+        flash_attn_archs([gpu])
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"), [("v2.8.3", True), ("2.7.3", True), ("v2.7.2", False), ("v2.6.3", False), ("v3.0.0", True)]
+)
+def test_flash_attn_version_reads_the_arch_variable_from_273(version, ok):
+    assert flash_attn_version_ok(version) is ok
+
+
 def test_kernel_archs_use_the_arch_specific_variant_from_sm90():
     assert kernel_archs(["120"]) == {
         "torch_cuda_arch_list": "12.0a",
         "cmake_cuda_architectures": "120a",
         "below_sm90": False,
+        "gencodes": ["-gencode=arch=compute_120a,code=sm_120a"],
     }
-    mixed = kernel_archs(["89", "90", "120"])
-    assert mixed["torch_cuda_arch_list"] == "8.9;9.0a;12.0a"
+    mixed = kernel_archs(["86", "89", "90", "120"])
+    assert mixed["torch_cuda_arch_list"] == "8.6;8.9;9.0a;12.0a"
     assert mixed["below_sm90"] is True
+    assert [g.split(",code=")[1] for g in mixed["gencodes"]] == ["sm_80", "sm_89", "sm_90a", "sm_120a"]
 
 
 def test_parallelism_formula_on_a_small_host():
@@ -192,7 +227,7 @@ def test_module_fails_on_an_unknown_ref(tmp_path):
 def test_module_fails_without_gpus(tmp_path):
     rc, res = run_module(tmp_path, {"package": "flash-attn", "arch_list": [], "arch_style": "flash_attn"})
     assert rc != 0
-    assert "no GPU architecture" in res["msg"]
+    assert "expected at least one GPU architecture" in res["msg"]
 
 
 def test_sm120_patch_adds_the_marker_branch_only():

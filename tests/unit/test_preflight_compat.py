@@ -15,12 +15,14 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch
+
 ROOT = Path(__file__).resolve().parents[2]
 PREFLIGHT = ROOT / "roles" / "preflight"
 COMPAT = yaml.safe_load((PREFLIGHT / "vars" / "compat.yml").read_text())["preflight_compat"]
 GATE = (PREFLIGHT / "templates" / "gate.json.j2").read_text()
-RTX = {"name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "sm": "sm_120"}
-H100 = {"name": "NVIDIA H100 80GB HBM3", "sm": "sm_90"}
+RTX = {"name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "sm": "sm_120", "architecture": "Blackwell"}
+H100 = {"name": "NVIDIA H100 80GB HBM3", "sm": "sm_90", "architecture": "Hopper"}
 GIB = 1 << 30
 BIG_ROOT = [{"mount": "/", "size_total": 1000 * GIB, "size_available": 900 * GIB}]
 
@@ -78,7 +80,7 @@ def test_proprietary_modules_on_blackwell_are_refused():
     (problem,) = gate(flavor="proprietary")["problems"]
     assert "(sm_120)" in problem
     assert "you asked for nvidia_driver_flavor: proprietary" in problem
-    assert "set nvidia_driver_flavor: open" in problem
+    assert "Blackwell GPUs work only with the open kernel modules: set nvidia_driver_flavor: open" in problem
 
 
 def test_proprietary_modules_on_hopper_are_allowed():
@@ -108,8 +110,18 @@ def test_version_off_the_branch_and_unknown_toolkits_are_refused():
 
 
 def test_unknown_architecture_is_refused():
-    (problem,) = gate(gpus=[{"name": "Tesla V100-SXM2-16GB", "sm": "sm_70"}])["problems"]
-    assert problem.startswith("Tesla V100-SXM2-16GB (sm_70) is not in the compatibility matrix")
+    (problem,) = gate(gpus=[{"name": "NVIDIA Jetson AGX Orin", "sm": "sm_87"}])["problems"]
+    assert problem.startswith("NVIDIA Jetson AGX Orin (sm_87) is not in the compatibility matrix")
+
+
+def test_volta_with_a_toolkit_that_dropped_it_is_refused_with_the_last_one_that_works():
+    v100 = {"name": "Tesla V100-SXM2-16GB", "sm": "sm_70", "architecture": "Volta"}
+    (problem,) = gate(gpus=[v100], cuda=["13.0"])["problems"]
+    assert problem == (
+        "Tesla V100-SXM2-16GB (sm_70) is not supported by CUDA 13.0 (cuda_toolkit_versions): the last toolkit "
+        "that compiles for it is CUDA 12.9. Ask for CUDA 12.9 or older, e.g. cuda_toolkit_versions: ['12.9']."
+    )
+    assert gate(gpus=[v100], cuda=["12.8"])["problems"] == []
 
 
 def test_without_gpus_only_the_versions_are_checked_and_a_note_says_so():
@@ -149,8 +161,10 @@ def test_too_little_ram_for_builds_is_refused():
 @pytest.mark.parametrize("sm", sorted(COMPAT["arch"]))
 def test_matrix_entries_are_complete_and_consistent(sm):
     entry = COMPAT["arch"][sm]
-    assert set(entry) >= {"family", "min_driver_branch", "open_modules_required", "min_cuda", "torch_cuda"}
-    assert entry["min_cuda"] in COMPAT["cuda"] or entry["min_cuda"] < "11.8"
+    assert set(entry) >= {"min_driver_branch", "open_modules_required", "min_cuda", "torch_cuda"}
+    assert "family" not in entry, "architecture families live in plugins/module_utils/gpu_arch.py"
+    assert gpu_arch.is_known(sm)
+    assert entry["min_cuda"] in COMPAT["cuda"] or gpu_arch.parse(entry["min_cuda"]) < (11, 8)
     if entry["min_cuda"] in COMPAT["cuda"]:
         # An architecture cannot need an older driver than its oldest toolkit does.
         assert entry["min_driver_branch"] >= COMPAT["cuda"][entry["min_cuda"]]["min_driver_branch"]

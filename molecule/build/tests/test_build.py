@@ -86,6 +86,19 @@ def test_sgl_kernel_build_record_arch_and_ram():
 
 
 @pytest.mark.parametrize("name", HOSTS)
+def test_sgl_kernel_compiled_exactly_sm120a_and_is_pinned(name):
+    h = _host(name)
+    code = "import sgl_kernel, pathlib; print(pathlib.Path(sgl_kernel.__file__).parent)"
+    info = json.loads(
+        h.file(f"{h.check_output(f'{VENV}/bin/python -c {code!r}').strip()}/_build_info.json").content_string
+    )
+    assert info["gencodes"] == ["-gencode=arch=compute_120a,code=sm_120a"]
+    assert info["cmake_targets"] == 2
+    pins = h.file(f"{VENV}/llmops-constraints.txt").content_string.splitlines()
+    assert f"sgl-kernel=={info['version']}" in pins and any(p.startswith("torch==") for p in pins)
+
+
+@pytest.mark.parametrize("name", HOSTS)
 def test_torch_and_sglang_import(name):
     h = _host(name)
     env = json.loads(h.file("/var/lib/llmops-sglang/python_env.json").content_string)

@@ -95,14 +95,78 @@ def _int_env(*names, default):
     return default
 
 
+_GENCODE = re.compile(r'"-gencode=arch=compute_(\w+),code=sm_(\w+)"')
+_IF = re.compile(r"^\s*if\s*\((.*)\)\s*$")
+
+
+def _cmake_condition(cond, cuda, options):
+    m = re.fullmatch(r'\s*"\$\{CUDA_VERSION\}"\s+VERSION_GREATER_EQUAL\s+"(\d+)\.(\d+)"\s*', cond)
+    if m:
+        return cuda >= (int(m.group(1)), int(m.group(2)))
+    name = cond.strip()
+    value = _cmake_define(name) or options.get(name, "OFF")
+    return value.upper() not in ("OFF", "0", "FALSE", "NO", "")
+
+
+def _cmake_gencodes(text, cuda):
+    """The -gencode flags a CMakeLists.txt compiles, evaluating its if()/else()/endif() on CUDA version and options
+    (-D in CMAKE_ARGS, else the option() default). TORCH_CUDA_ARCH_LIST plays no part, as in upstream's file."""
+    options = {m.group(1): m.group(2) for m in re.finditer(r'option\((\w+)\s+"[^"]*"\s+(\w+)\)', text)}
+    stack, out = [], []
+    for line in text.splitlines():
+        code = line.split("#", 1)[0]
+        m = _IF.match(code)
+        if m:
+            stack.append(_cmake_condition(m.group(1), cuda, options))
+        elif re.match(r"^\s*else\s*\(\s*\)", code):
+            stack[-1] = not stack[-1]
+        elif re.match(r"^\s*endif\s*\(", code):
+            stack.pop()
+        elif all(stack):
+            out += [f"{a}" for a, _ in _GENCODE.findall(code)]
+    return out
+
+
+def _cmake_fetch(text):
+    """Clone what FetchContent_Declare names (here: ask the server for the tag) unless FETCHCONTENT_SOURCE_DIR_<NAME>
+    points at a local copy; fail like CMake's configure step when a repository cannot be reached."""
+    fetched = {}
+    for name, url, tag in re.findall(
+        r"FetchContent_Declare\(\s*(\S+)\s+GIT_REPOSITORY\s+(\S+)\s+GIT_TAG\s+(\S+)", text
+    ):
+        local = _cmake_define(f"FETCHCONTENT_SOURCE_DIR_{name.upper()}")
+        if local and Path(local).is_dir():
+            fetched[name] = local
+            continue
+        proc = subprocess.run(
+            ["git", "ls-remote", "--exit-code", url, f"refs/tags/{tag}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"CMake Error at CMakeLists.txt (FetchContent_Populate):\n  Failed to clone repository: '{url}' "
+                f"(tag {tag}): {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'no such tag'}"
+            )
+        fetched[name] = url
+    return fetched
+
+
 def _archs(kind, cuda):
     ge128 = cuda >= (12, 8)
     if kind == "flash-attn":
+        # Like flash-attention's setup.py (v2.7.3 on): only the tokens 80, 90, 100, 120 add a -gencode; any other
+        # token is ignored, and with none left the build falls back to torch's default arch list.
+        default = ["80", "90"] + (["100", "120"] if ge128 else [])
         raw = os.environ.get("FLASH_ATTN_CUDA_ARCHS")
         if raw:
-            archs = [a.strip() for a in raw.replace(",", ";").split(";") if a.strip()]
+            asked = [a.strip() for a in raw.replace(",", ";").split(";") if a.strip()]
+            archs = [a for a in asked if a in ("80", "90", "100", "120")] or default
         else:
-            archs = ["80", "90"] + (["100", "120"] if ge128 else []) + (["110"] if cuda >= (13, 0) else [])
+            archs = default
     else:
         raw = os.environ.get("TORCH_CUDA_ARCH_LIST")
         if raw:
@@ -131,7 +195,20 @@ def _build(kind_cfg):
             f"The detected CUDA version ({cuda[0]}.{cuda[1]}) mismatches the version that was used to compile "
             f"PyTorch ({torch_cuda}). Please make sure to use the same CUDA versions."
         )
-    archs = _archs(kind, cuda)
+    cmake = ROOT / "CMakeLists.txt"
+    fetched, targets = None, 1
+    if kind == "sgl-kernel" and cmake.exists():
+        text = cmake.read_text()
+        fetched = _cmake_fetch(text)
+        archs = _cmake_gencodes(text, cuda)
+        if not archs:
+            raise RuntimeError("CMakeLists.txt compiles no -gencode target")
+        for a in archs:
+            if int(re.sub(r"\D", "", a)) >= 100 and cuda < (12, 8):
+                raise RuntimeError(f"nvcc fatal   : Unsupported gpu architecture 'compute_{a}'")
+        targets = len(re.findall(r"^\s*Python_add_library\(", text, re.M)) or 1
+    else:
+        archs = _archs(kind, cuda)
     cpus = os.cpu_count() or 1
     if kind == "flash-attn":
         jobs = _int_env("MAX_JOBS", default=cpus)
@@ -142,7 +219,7 @@ def _build(kind_cfg):
     mib_per_thread = _int_env("SIM_BUILD_MIB_PER_THREAD", default=int(cfg["mib_per_thread"]))
     ram = _ram_mib()
     peak = jobs * threads * mib_per_thread
-    units = int(cfg["units"])
+    units = int(cfg["units"]) * targets
     total = units
     nominal = len(archs) * units * float(cfg["seconds_per_unit"]) / (jobs * min(threads, len(archs)))
     scale = float(os.environ.get("SIM_BUILD_TIME_SCALE", "0.001"))
@@ -182,6 +259,9 @@ def _build(kind_cfg):
         "nominal_seconds": round(nominal, 1),
         "elapsed_seconds": round(time.monotonic() - start, 3),
         "ext_module": cfg["ext_module"],
+        "gencodes": [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs] if fetched is not None else None,
+        "cmake_targets": targets,
+        "fetched": fetched,
     }
 
 

@@ -1,0 +1,130 @@
+"""The driver stays exactly where it is pinned on a node whose NVIDIA repository carries a newer driver.
+
+One node (gs4, 10.213.0.44: 8 x H100 behind NVSwitch, no driver) takes preflight and the driver stage from the
+stand-in repository, which serves Debian's real package graph of the driver at 580.95.05 and 580.105.08 (and two
+575 versions). The desktop set is installed on purpose: nvidia-open pulls nvidia-driver -> nvidia-driver-libs ->
+libgl1-nvidia-glvnd-glx, libegl-nvidia0, ... each with an exact-version dependency, the chain that broke the
+name-pattern pin (the compute-only default is a subset of it; molecule/gpu_stack checks that one).
+
+Run: .venv/bin/pytest tests/integration/test_driver_pin_on_node.py -m node (root, under the nodes lock; ~5 min).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM_NODE = ROOT / "sim" / "node"
+VENV_BIN = ROOT / ".venv" / "bin"
+NAME = os.environ.get("GS_PIN_NODE_NAME", "gs4")
+IP = os.environ.get("GS_PIN_NODE_IP", "10.213.0.44")
+PINNED = "580.95.05-1"
+NEWER = "580.105.08-1"
+EXTRA = {"nvidia_driver_package_set": "desktop", "nvidia_driver_fabricmanager": True}
+
+pytestmark = pytest.mark.node
+
+
+def sim_node(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+def ssh(command: str) -> str:
+    return sim_node("ssh", NAME, command).stdout
+
+
+def play(inventory: Path) -> subprocess.CompletedProcess:
+    playbook = inventory / "driver.yml"
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook), "--tags", "driver"]
+    cmd += ["-e", json.dumps(EXTRA)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900, check=False)
+
+
+def recap(result: subprocess.CompletedProcess) -> dict:
+    m = re.search(rf"^{NAME}\s+:\s+(.*)$", result.stdout, re.M)
+    assert m, result.stdout[-2000:]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
+        pytest.skip("needs root and systemd-nspawn (simulated nodes)")
+    sim_node("down", NAME, check=False)
+    try:
+        sim_node("mirrors", "up")
+        up = sim_node("up", NAME, IP, "--profile", "h100-80gb-x8", "--driver", "none", check=False)
+        assert up.returncode == 0, up.stderr
+        inv = tmp_path_factory.mktemp("inventory")
+        (inv / "hosts.yml").write_text(
+            "all:\n  vars:\n    ansible_user: root\n"
+            f"    ansible_ssh_private_key_file: {sim_node('ssh-key').stdout.strip()}\n"
+            "    ansible_python_interpreter: /usr/bin/python3\n"
+            f"  children:\n    gpu_servers:\n      hosts:\n        {NAME}:\n          ansible_host: {IP}\n"
+        )
+        (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+        (inv / "driver.yml").write_text(
+            f"- ansible.builtin.import_playbook: {ROOT}/playbooks/preflight.yml\n"
+            f"- ansible.builtin.import_playbook: {ROOT}/playbooks/gpu_stack.yml\n"
+        )
+        first = play(inv)
+        assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-2000:]
+        second = play(inv)
+        yield {"first": first, "second": second}
+    finally:
+        sim_node("down", NAME, check=False)
+        sim_node("teardown", check=False)
+
+
+def installed():
+    """[(package, source, version, selection)] of every installed package built from an NVIDIA source package."""
+    out = ssh("dpkg-query -W -f='${Package} ${source:Package} ${Version} ${db:Status-Abbrev}\\n'")
+    rows = [line.split() for line in out.splitlines()]
+    pkgs = [(r[0], r[1], r[2]) for r in rows if len(r) >= 4 and r[3].startswith("ii") and "nvidia" in r[1]]
+    held = set(ssh("dpkg --get-selections | awk '$2 == \"hold\" {print $1}'").split())
+    return [(p, s, v, p in held) for p, s, v in pkgs]
+
+
+def test_every_package_of_the_drivers_sources_is_installed_and_held_at_exactly_the_pinned_version(runs):
+    pkgs = installed()
+    driver = [p for p in pkgs if p[2].startswith("580.")]
+    assert len(driver) >= 35, pkgs  # the desktop set: GL, EGL, Vulkan, VDPAU, X driver, CUDA, NVML, ...
+    assert {v for _, _, v, _ in driver} == {PINNED}, [p for p in driver if p[2] != PINNED]
+    assert all(h for *_, h in driver), [p for p in driver if not p[3]]
+    names = {p for p, *_ in driver}
+    assert {"libgl1-nvidia-glvnd-glx", "libegl-nvidia0", "nvidia-driver-libs", "nvidia-open"} <= names
+    assert NEWER not in ssh("dpkg -l")
+
+
+def test_the_newer_driver_is_there_but_apt_keeps_the_pinned_one(runs):
+    policy = ssh("apt-cache policy libgl1-nvidia-glvnd-glx")
+    assert f"Installed: {PINNED}" in policy
+    assert f"Candidate: {PINNED}" in policy
+    assert NEWER in policy  # the repository does offer the newer one
+
+
+def test_the_fabric_manager_of_branch_580_is_installed_at_the_drivers_version(runs):
+    out = ssh("dpkg-query -W -f='${Package} ${Version}\\n' 'nvidia-fabricmanager*'").split()
+    assert out == ["nvidia-fabricmanager", PINNED]
+    assert ssh("systemctl is-active nvidia-fabricmanager").strip() == "active"
+
+
+def test_a_second_run_changes_nothing(runs):
+    assert recap(runs["second"])["changed"] == 0, runs["second"].stdout[-4000:]
+
+
+def test_a_dist_upgrade_moves_nothing(runs):
+    sim = ssh("apt-get -s -o Debug::NoLocking=1 dist-upgrade")
+    assert "0 upgraded, 0 newly installed, 0 to remove" in sim, sim
+    assert not re.search(r"^Inst ", sim, re.M), sim

@@ -1,0 +1,252 @@
+"""Bad input to the GPU-stack roles: one line saying what is wrong, before anything on the host changes.
+
+Each row runs a role alone (as a user may, without preflight) on this machine with ansible-playbook, connection
+local, in check mode as a safety net, against the simulated nvidia-smi and a GPU profile (a host whose older driver
+575.57.08 answers, so nvidia-smi names the GPUs). Each row asserts the exact
+one-line message of the failing task, that it is a check that runs before the role's first change (validate tasks
+precede the nvidia_repo include), that no Python traceback appears, that the files the role could touch are
+unchanged, and that the run ends within its bound.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_SMI = ROOT / "sim" / "gpu" / "nvidia-smi"
+PROFILES = ROOT / "sim" / "gpu" / "profiles"
+SECONDS = 180
+# What the roles could change on a host: apt sources/pins/config, dpkg's database, records, modprobe, profile.
+WATCHED = ["/etc/apt", "/var/lib/dpkg/status", "/var/lib/llmops-sglang", "/etc/modprobe.d", "/etc/profile.d"]
+RTX = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition (sm_120)"
+V100_PROFILE = {
+    "description": "1 x Tesla V100 (test-made profile: Volta, dropped by CUDA 13.0)",
+    "nvswitch": False,
+    "gpus": [
+        {
+            "index": 0,
+            "name": "Tesla V100-SXM2-16GB",
+            "uuid": "GPU-00000000-0000-0000-0000-000000000070",
+            "memory_total_mib": 16160,
+            "memory_used_mib": 0,
+            "compute_cap": "7.0",
+            "pci_bus_id": "00000000:00:1E.0",
+        }
+    ],
+}
+
+# (case, role, extra vars, profile, installed driver, exact message)
+ROWS = [
+    (
+        "driver_branch_too_old_for_blackwell",
+        "nvidia_driver",
+        {"nvidia_driver_branch": "550", "nvidia_driver_version": "550.163.01-1"},
+        "rtx-pro-6000-x8",
+        "575.57.08",
+        f"{RTX} needs driver branch 570 or newer; nvidia_driver_branch is 550. Set nvidia_driver_branch and "
+        "nvidia_driver_version to branch 570 or newer; nothing was changed.",
+    ),
+    (
+        "proprietary_modules_on_blackwell",
+        "nvidia_driver",
+        {"nvidia_driver_flavor": "proprietary"},
+        "rtx-pro-6000-x8",
+        "575.57.08",
+        f"{RTX} works only with the open kernel modules; nvidia_driver_flavor is proprietary. Set "
+        "nvidia_driver_flavor: open; nothing was changed.",
+    ),
+    (
+        "driver_version_off_its_branch",
+        "nvidia_driver",
+        {"nvidia_driver_branch": "580", "nvidia_driver_version": "575.57.08-1"},
+        "rtx-pro-6000-x8",
+        "575.57.08",
+        "nvidia_driver_version 575.57.08-1 is not on nvidia_driver_branch 580; set both to one branch, e.g. '580' "
+        "and '580.95.05-1'; nothing was changed.",
+    ),
+    (
+        "driver_branch_not_a_number",
+        "nvidia_driver",
+        {"nvidia_driver_branch": "latest"},
+        "rtx-pro-6000-x8",
+        "575.57.08",
+        "nvidia_driver_branch must be a driver branch number such as '580'; found 'latest'; nothing was changed.",
+    ),
+    (
+        "driver_version_without_revision",
+        "nvidia_driver",
+        {"nvidia_driver_version": "580.95.05"},
+        "rtx-pro-6000-x8",
+        "575.57.08",
+        "nvidia_driver_version must be a full package version such as '580.95.05-1' (Ubuntu '580.95.05-0ubuntu1'); "
+        "found '580.95.05'; nothing was changed.",
+    ),
+    (
+        "fabric_manager_of_an_unknown_branch",
+        "nvidia_driver",
+        {"nvidia_driver_branch": "590", "nvidia_driver_version": "590.44.01-1", "nvidia_driver_fabricmanager": True},
+        "h100-80gb-x8",
+        "575.57.08",
+        "This host needs the fabric manager (NVSwitch), but no package name is known for driver branch 590 on Debian "
+        "12 (known branches: 535, 550, 555, 560, 565, 570, 575, 580); nothing was changed. Set "
+        "nvidia_driver_fabricmanager_package, or add the branch to roles/preflight/vars/compat.yml.",
+    ),
+    (
+        "cuda_versions_given_as_a_string",
+        "cuda_toolkit",
+        {"cuda_toolkit_versions": "12.8"},
+        "rtx-pro-6000-x8",
+        "580.95.05",
+        "cuda_toolkit_versions must be a list such as ['12.8']; found the string '12.8'. Write "
+        "cuda_toolkit_versions: ['12.8']; nothing was changed.",
+    ),
+    (
+        "cuda_version_that_does_not_exist",
+        "cuda_toolkit",
+        {"cuda_toolkit_versions": ["12.7"]},
+        "rtx-pro-6000-x8",
+        "580.95.05",
+        "CUDA 12.7 (cuda_toolkit_versions) is not a toolkit NVIDIA publishes for Linux; known: 11.8, 12.0, 12.1, "
+        "12.2, 12.3, 12.4, 12.5, 12.6, 12.8, 12.9, 13.0. Ask for one of those; nothing was changed.",
+    ),
+    (
+        "cuda_newer_than_the_installed_driver",
+        "cuda_toolkit",
+        {"cuda_toolkit_versions": ["13.0"]},
+        "rtx-pro-6000-x8",
+        "575.57.08",
+        "CUDA 13.0 needs driver branch 580 or newer; the driver installed on this host is 575.57.08. Install a newer "
+        "driver (nvidia_driver_branch) or ask for an older toolkit; nothing was changed.",
+    ),
+    (
+        "cuda_older_than_blackwell_needs",
+        "cuda_toolkit",
+        {"cuda_toolkit_versions": ["12.4"]},
+        "rtx-pro-6000-x8",
+        "580.95.05",
+        f"{RTX} needs CUDA 12.8 or newer; cuda_toolkit_versions asks for 12.4. Ask for CUDA 12.8 or newer; "
+        "nothing was changed.",
+    ),
+    (
+        "cuda_that_dropped_volta",
+        "cuda_toolkit",
+        {"cuda_toolkit_versions": ["13.0"]},
+        V100_PROFILE,
+        "580.95.05",
+        "Tesla V100-SXM2-16GB (sm_70) is not supported by CUDA 13.0; the last toolkit for it is CUDA 12.9. Ask for "
+        "CUDA 12.9 or older; nothing was changed.",
+    ),
+    (
+        "cuda_default_not_requested",
+        "cuda_toolkit",
+        {"cuda_toolkit_versions": ["12.8"], "cuda_toolkit_default": "12.9"},
+        "rtx-pro-6000-x8",
+        "580.95.05",
+        "cuda_toolkit_default '12.9' is not one of cuda_toolkit_versions ['12.8']; nothing was changed.",
+    ),
+    (
+        "cuda_version_not_major_minor",
+        "cuda_toolkit",
+        {"cuda_toolkit_versions": ["12.8.1"], "cuda_toolkit_default": "12.8.1"},
+        "rtx-pro-6000-x8",
+        "580.95.05",
+        "cuda_toolkit_versions must hold MAJOR.MINOR strings such as '12.8'; found '12.8.1'; nothing was changed.",
+    ),
+]
+
+
+def fingerprint(paths):
+    h = hashlib.sha256()
+    for top in paths:
+        p = Path(top)
+        files = sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else ([p] if p.exists() else [])
+        for f in files:
+            st = f.stat()
+            h.update(f"{f}\0{st.st_mode}\0{st.st_size}\0".encode())
+            try:
+                h.update(f.read_bytes())
+            except OSError:
+                h.update(b"<unreadable>")
+    return h.hexdigest()
+
+
+def ansible_env(tmp_path, profile, driver):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shutil.copy(FAKE_SMI, bindir / "nvidia-smi")
+    if isinstance(profile, dict):
+        path = tmp_path / "profile.json"
+        path.write_text(json.dumps(profile))
+    else:
+        path = PROFILES / f"{profile}.json"
+    driver_file = tmp_path / "driver-version"
+    if driver:
+        driver_file.write_text(driver + "\n")
+    venv_bin = Path(sys.executable).parent
+    return {
+        **os.environ,
+        "PATH": f"{bindir}:{venv_bin}:{os.environ['PATH']}",
+        "SIM_GPU_PROFILE": str(path),
+        "SIM_GPU_DRIVER_FILE": str(driver_file),
+        "SIM_GPU_LOADED_FILE": str(tmp_path / "loaded"),
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(ROOT),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        "ANSIBLE_CALLBACK_FORMAT_PRETTY": "false",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def failed_task(stdout):
+    """(task name, msg) of the first failed task in the default callback's output (JSON results, one per line)."""
+    task = None
+    for line in stdout.splitlines():
+        if line.startswith("TASK ["):
+            task = line[len("TASK [") :].rsplit("]", 1)[0]
+        elif line.startswith("fatal: [localhost]: FAILED! => "):
+            return task, json.loads(line.split(" => ", 1)[1]).get("msg", "")
+    return None, None
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_is_refused_in_one_line_before_any_change(tmp_path, row):
+    _case, role, extra, profile, driver, message = row
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_subset: ['!all', min, virtual]\n"
+        f"  roles: [llmops.sglang.{role}]\n"
+    )
+    (tmp_path / "extra.json").write_text(json.dumps(extra))
+    before = fingerprint(WATCHED)
+    cmd = [
+        shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or "ansible-playbook",
+        "-i",
+        "localhost,",
+        "--check",
+        "-e",
+        f"ansible_python_interpreter={sys.executable}",
+        "-e",
+        f"@{tmp_path / 'extra.json'}",
+        str(playbook),
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=ansible_env(tmp_path, profile, driver), timeout=SECONDS, check=False
+    )
+    after = fingerprint(WATCHED)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    task, msg = failed_task(proc.stdout)
+    assert msg == message, task
+    assert "\n" not in msg
+    assert task.startswith(f"llmops.sglang.{role} : Check "), task
+    assert after == before

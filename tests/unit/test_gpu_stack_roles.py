@@ -1,0 +1,44 @@
+"""The GPU-stack roles: inputs checked before the first change, one owner of NVIDIA's repository."""
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHANGING = ("ansible.builtin.apt", "ansible.builtin.copy", "ansible.builtin.template", "ansible.builtin.file",
+            "ansible.builtin.dpkg_selections", "ansible.builtin.include_role")  # fmt: skip
+
+
+def tasks(path):
+    return yaml.safe_load((ROOT / path).read_text())
+
+
+def first_change(task_list):
+    return next(i for i, t in enumerate(task_list) if any(k in t for k in CHANGING))
+
+
+def test_the_driver_role_validates_everything_before_its_first_change():
+    main = tasks("roles/nvidia_driver/tasks/main.yml")
+    validate = next(i for i, t in enumerate(main) if t.get("ansible.builtin.include_tasks") == "validate.yml")
+    assert validate < first_change(main)
+    assert main[first_change(main)]["ansible.builtin.include_role"]["name"] == "llmops.sglang.nvidia_repo"
+    assert not [t for t in tasks("roles/nvidia_driver/tasks/validate.yml") if any(k in t for k in CHANGING)]
+    assert not [t for t in tasks("roles/nvidia_driver/tasks/nvswitch.yml") if any(k in t for k in CHANGING)]
+
+
+def test_the_cuda_role_validates_everything_before_its_first_change():
+    main = tasks("roles/cuda_toolkit/tasks/main.yml")
+    checks = [i for i, t in enumerate(main) if "ansible.builtin.assert" in t]
+    assert len(checks) >= 2
+    assert max(checks[:2]) < first_change(main)
+    assert main[first_change(main)]["ansible.builtin.include_role"]["name"] == "llmops.sglang.nvidia_repo"
+
+
+def test_nvidia_repository_has_one_url_variable_and_one_owner():
+    for role in ("nvidia_driver", "cuda_toolkit"):
+        text = "".join(p.read_text() for p in (ROOT / "roles" / role).rglob("*.yml"))
+        assert "sources.list.d" not in text and "cuda-keyring" not in text.replace("cuda-keyring)", ""), role
+        assert "repo_url" not in text, role
+    defaults = yaml.safe_load((ROOT / "roles/nvidia_repo/defaults/main.yml").read_text())
+    assert [k for k in defaults if k.endswith("_url")] == ["nvidia_repo_url", "nvidia_repo_keyring_url"]
+    assert defaults["nvidia_repo_keyring_url"].startswith("{{ nvidia_repo_url }}")
