@@ -56,8 +56,15 @@ options:
     description: C(--cuda-graph-max-bs); omitted = SGLang's default for the GPU.
     type: int
   sglang_version:
-    description: SGLang version whose arithmetic applies (default the planner's reference, 0.5.9).
+    description:
+      - SGLang version whose arithmetic applies (the user's pin). Omitted = the version the build stage recorded in
+        O(sglang_record); there is no built-in default.
     type: str
+  sglang_record:
+    description: The build stage's record of the installed SGLang (JSON with C(version)), read when O(sglang_version)
+      is omitted.
+    type: path
+    default: /var/lib/llmops-sglang/sglang.json
   margin_gib:
     description: Memory kept free above the CUDA-graph estimate when recommending a fraction.
     type: float
@@ -113,6 +120,10 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import
     PlanError,
     capture_oom_advice,
     plan,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_release import (
+    DEFAULT_RECORD_PATH,
+    resolve_sglang_version,
 )
 
 _TRIED_RE = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?(GiB|MiB|KiB|B)\b")
@@ -178,6 +189,7 @@ def run_module():
             page_size=dict(type="int"),
             cuda_graph_max_bs=dict(type="int"),
             sglang_version=dict(type="str"),
+            sglang_record=dict(type="path", default=DEFAULT_RECORD_PATH),
             margin_gib=dict(type="float", default=1.0),
             failed_attempt=dict(type="dict"),
         ),
@@ -185,6 +197,7 @@ def run_module():
     )
     p = module.params
     try:
+        version = resolve_sglang_version(p["sglang_version"], p["sglang_record"])
         the_plan = plan(
             p["model_path"],
             gpu_mem_mib=p["gpu_mem_mib"],
@@ -193,7 +206,7 @@ def run_module():
             mem_fraction_static=p["mem_fraction_static"],
             kv_cache_dtype=p["kv_cache_dtype"],
             page_size=p["page_size"],
-            sglang_version=p["sglang_version"],
+            sglang_version=version,
             gpu_arch=p["gpu_arch"],
             cuda_graph_max_bs=p["cuda_graph_max_bs"],
             margin_gib=p["margin_gib"],

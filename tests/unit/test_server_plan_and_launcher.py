@@ -36,6 +36,7 @@ def test_retry_after_the_reference_capture_oom_lands_on_a_fraction_that_fits():
         gpu_mem_mib=97887,
         tp=8,
         gpu_arch="sm_120",
+        sglang_version="0.5.9",
         mem_fraction_static=0.95,
         weights_gib=61.05,
     ).as_dict()
@@ -53,6 +54,7 @@ def test_retry_after_the_reference_capture_oom_lands_on_a_fraction_that_fits():
         gpu_mem_mib=97887,
         tp=8,
         gpu_arch="sm_120",
+        sglang_version="0.5.9",
         mem_fraction_static=r["mem_fraction_static"],
         weights_gib=61.05,
     )
@@ -73,7 +75,9 @@ def test_retry_recomputes_the_advice_the_diagnosis_printed_from_its_inputs():
         cuda_graph_max_bs=512,
         family="dsa",
     ).as_dict()
-    p = plan(str(GLM5 / "config.json"), gpu_mem_mib=97887, tp=8, gpu_arch="sm_120", weights_gib=61.05).as_dict()
+    p = plan(
+        str(GLM5 / "config.json"), gpu_mem_mib=97887, tp=8, gpu_arch="sm_120", weights_gib=61.05, sglang_version="0.5.9"
+    ).as_dict()
     # totals that would give another answer: the inputs the diagnosis used win
     attempt = {"totals": {"pre_load_min_gb": 50.0, "avail_after_pool_min_gb": 0.1}, "suggestion": printed}
     r = sglang_plan.retry_advice(attempt, p, 0.95)
