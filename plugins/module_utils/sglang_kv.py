@@ -101,18 +101,21 @@ def layers_per_rank(model, pp=1):
         raise PlanError("pp must be >= 1, got %d" % pp)
     if pp > model.num_layers:
         raise PlanError("pp=%d exceeds the model's %d layers" % (pp, model.num_layers))
-    return -(-model.num_layers // pp)  # the biggest pipeline stage
+    # hybrid models keep KV only for their full-attention layers (0.5.9 model_runner_kv_cache_mixin.py:131-138)
+    return -(-model.attention_layers // pp)  # the biggest pipeline stage
 
 
 def _dsa_index_bytes_per_layer(model):
     return model.index_head_dim + model.index_head_dim // NSA_QUANT_BLOCK * 4
 
 
-def cell_bytes(model, tp=1, pp=1, kv_dtype="bf16", sglang_version=None, *, actual=True):
-    """Bytes per token per rank of the KV pool.
+def cell_bytes(model, tp=1, pp=1, kv_dtype="bf16", sglang_version=None, *, actual=True, nsa_backend=None):
+    """Bytes per token per rank of the KV pool (tp: the attention TP size, tp / dp under DP attention).
 
     actual=True: what the pool allocates per slot. actual=False: what the profiler budgets (the token count divisor).
-    They differ only for DSA + fp8 KV before 0.5.18 (budget 576+132 B/layer, pool 656+132 B/layer).
+    They differ only for DSA + fp8 KV before 0.5.18 (budget 576+132 B/layer, pool 656+132 B/layer:
+    calculate_mla_kv_cache_dim, 0.5.9 model_runner_kv_cache_mixin.py:212-248, against get_cell_size_per_token
+    :47-114); with the trtllm NSA backend the pool keeps the plain 576 B/layer layout (:224-231), so no gap.
     """
     model = as_model(model)
     dt = canonical_kv_dtype(kv_dtype)
@@ -134,9 +137,31 @@ def cell_bytes(model, tp=1, pp=1, kv_dtype="bf16", sglang_version=None, *, actua
         cell = cell // 2 + (dim // 16) * layers * elt
     if model.family == "dsa":
         budget_fixed = parse_version(sglang_version) >= (0, 5, 18)
-        if dt == "fp8_e4m3" and (actual or budget_fixed):
+        if dt == "fp8_e4m3" and (actual or budget_fixed) and str(nsa_backend or "").lower() != "trtllm":
             stored = model.kv_lora_rank + model.kv_lora_rank // NSA_QUANT_BLOCK * 4
             stored += model.qk_rope_head_dim * NSA_ROPE_BYTES
             cell = stored * layers
         cell += _dsa_index_bytes_per_layer(model) * layers
     return cell
+
+
+def max_num_reqs(sglang_version, tokens, context_len, *, max_running_requests=None, dp=1):
+    """Rows of the request-to-token table. Unset: clamp(tokens / context_len x 512, 2048, 4096) (0.5.9
+    model_runner_kv_cache_mixin.py:344-352); from 0.5.14 also at most tokens // 2, and a given
+    --max-running-requests is split over the DP workers (0.5.14 _resolve_max_num_reqs :981-995)."""
+    v = parse_version(sglang_version)
+    tokens, context_len = int(tokens), max(1, int(context_len))
+    estimated = max(min(int(tokens / context_len * 512), 4096), 2048)
+    if v < (0, 5, 14):
+        return int(max_running_requests) if max_running_requests else estimated
+    if max_running_requests:
+        return min(int(max_running_requests) // max(1, int(dp)), tokens // 2)
+    return min(estimated, tokens // 2)
+
+
+def req_to_token_bytes(sglang_version, tokens, context_len, *, max_running_requests=None, dp=1, draft_tokens=0):
+    """The request-to-token table: max_num_reqs x (context_len + 4 + draft tokens) int32 (ReqToTokenPool, 0.5.9
+    mem_cache/memory_pool.py:126-146, rows sized in model_runner_kv_cache_mixin.py:415-421; 0.5.14
+    mem_cache/common.py:251-263). It is allocated with the KV pool, before "Memory pool end"."""
+    reqs = max_num_reqs(sglang_version, tokens, context_len, max_running_requests=max_running_requests, dp=dp)
+    return reqs * (int(context_len) + 4 + int(draft_tokens or 0)) * 4

@@ -24,6 +24,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
+import math
 import os
 from dataclasses import asdict, dataclass, field
 
@@ -49,6 +50,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_kv import (
     default_page_size,
     kv_heads_per_rank,
     layers_per_rank,
+    req_to_token_bytes,
     resolve_kv_cache_dtype,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_model import (
@@ -60,6 +62,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_model import 
     weights_per_rank_gib,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_release import (
+    canonical_speculative_algorithm,
     cuda_graph_batch_sizes,
     default_graph_settings,
     default_mem_fraction_static,
@@ -79,15 +82,17 @@ CONTEXT_OVERHEAD_GIB = {12: 1.34, 11: 1.34, 10: 1.34, 9: 1.0, 8: 0.9, 7: 0.8}
 #: Used when the GPU arch is unknown: the one measured value.
 DEFAULT_CONTEXT_OVERHEAD_GIB = 1.34
 
-#: Memory allocated between "Load weight end" and "Memory pool end" besides the KV pool itself (req_to_token pool,
-#: allocator free lists, allocator slack). Calibrated on the reference run: avail after weights 33.20 GiB, pool
-#: 24.37 GiB, "Memory pool end. avail mem=8.61 GB" -> 0.22 GiB.
-DEFAULT_POOL_EXTRA_GIB = 0.22
+#: Memory allocated between "Load weight end" and "Memory pool end" besides the KV pool and the request-to-token table
+#: (allocator free lists, slack). The reference run logged avail after weights 33.20 GiB, KV size 24.37 GiB and
+#: "Memory pool end. avail mem=8.61 GB": 0.22 GiB for the table and these. The table alone is 1.55 GiB at SGLang's
+#: default 2048 requests x 202 756 tokens, so that run must have served fewer requests (or a shorter context); with
+#: --max-running-requests 256 (0.19 GiB) 0.03 GiB remains. That request count is inferred from the log, not known.
+DEFAULT_POOL_EXTRA_GIB = 0.03
 
 #: A KV pool smaller than this is not a useful server: the recommendation never goes below it.
 DEFAULT_MIN_KV_TOKENS = 8192
 
-VERDICTS = ("ok", "oom_cuda_graph", "oom_kv_pool", "oom_weights")
+VERDICTS = ("ok", "oom_cuda_graph", "oom_kv_pool", "oom_weights", "oom_draft")
 
 
 def context_overhead_gib(gpu_arch=None):
@@ -111,6 +116,10 @@ _FIRST_KEYS = (
     "recommended_mem_fraction_static",
     "recommended_cuda_graph_max_bs",
 )
+
+#: The largest --cuda-graph-max-bs the planner evaluates (a bound of the planner, not of SGLang: larger values only
+#: make sense with a request pool of that size, and would take the planner seconds to list).
+MAX_CUDA_GRAPH_BS = 65536
 
 
 @dataclass
@@ -140,6 +149,11 @@ class MemoryPlan:
     headroom_gib: float
     sglang_version: str
     model_family: str
+    req_to_token_gib: float = 0.0
+    draft_pool_gib: float = 0.0
+    speculative_algorithm: str | None = None
+    draft_layers: int = 0
+    dp: int = 1
     notes: list = field(default_factory=list)
 
     def as_dict(self, ndigits=3):
@@ -161,53 +175,62 @@ class _Eval:
     avail_after_pool_gib: float
     need_gib: float
     verdict: str
+    req_to_token_gib: float = 0.0
+    draft_pool_gib: float = 0.0
+
+
+def _number(name, value, *, minimum=None, integer=False, exclusive=False):
+    """value as a finite float (or int); PlanError with what was expected otherwise. None stays None."""
+    if value is None:
+        return None
+    kind = "a whole number" if integer else "a finite number"
+    if minimum is not None:
+        kind += " %s %s" % (">" if exclusive else ">=", minimum)
+    bad = "%s must be %s, got %r: give %s" % (name, kind, value, kind)
+    if isinstance(value, bool):
+        raise PlanError(bad)
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise PlanError(bad) from None
+    if not math.isfinite(f) or (integer and f != int(f)):
+        raise PlanError(bad)
+    if minimum is not None and (f <= minimum if exclusive else f < minimum):
+        raise PlanError(bad)
+    return int(f) if integer else f
 
 
 class _Planner:
     """Holds the resolved inputs; evaluates any (fraction, graph max bs) pair."""
 
-    def __init__(
-        self,
-        model,
-        *,
-        gpu_mem_mib,
-        tp,
-        pp,
-        kv_cache_dtype,
-        page_size,
-        sglang_version,
-        gpu_arch,
-        weights_gib,
-        free_at_start_gib,
-        free_after_weights_gib,
-        cuda_graph_max_bs,
-        disable_cuda_graph,
-        disable_cuda_graph_padding,
-        cuda_graph_need,
-        graph_base_gib,
-        context_overhead,
-        pool_extra_gib,
-        max_total_tokens,
-    ):
+    def __init__(self, model, a):
         self.notes = list(model.notes)
         self.model = model
-        self.tp, self.pp = int(tp), int(pp)
-        self.version = parse_version(sglang_version)
+        self.tp, self.pp, self.dp = a["tp"], a["pp"], a["dp"]
+        if self.tp % self.dp:
+            raise PlanError(
+                "dp=%d does not divide tp=%d: DP attention needs tp / dp ranks per replica; use a dp that divides tp"
+                % (a["dp"], a["tp"])
+            )
+        self.attn_tp = self.tp // self.dp
+        self.version = parse_version(a["sglang_version"])
         self.version_str = "%d.%d.%d" % self.version
-        self.gpu_arch = gpu_arch
-        cc = parse_gpu_arch(gpu_arch)
-        self.kv_dtype = resolve_kv_cache_dtype(model, kv_cache_dtype, gpu_arch)
-        if model.family == "dsa" and canonical_kv_dtype(kv_cache_dtype) == "auto" and cc is None:
+        cc = parse_gpu_arch(a["gpu_arch"])
+        self.kv_dtype = resolve_kv_cache_dtype(model, a["kv_cache_dtype"], a["gpu_arch"])
+        if model.family == "dsa" and canonical_kv_dtype(a["kv_cache_dtype"]) == "auto" and cc is None:
             self.notes.append(
                 "GPU arch unknown: assumed kv-cache dtype %s (SGLang uses fp8_e4m3 on SM>=10)" % self.kv_dtype
             )
         if model.family == "dsa" and self.version < (0, 5, 9):
             self.notes.append("DSA models are supported by SGLang from 0.5.9 on")
-        self.page_size = int(page_size) if page_size else default_page_size(model)
-        if self.page_size < 1:
-            raise PlanError("page size must be >= 1, got %d" % self.page_size)
-        self.cell_budget = cell_bytes(model, tp, pp, self.kv_dtype, self.version, actual=False)
-        self.cell_actual = cell_bytes(model, tp, pp, self.kv_dtype, self.version, actual=True)
+        self.page_size = a["page_size"] if a["page_size"] is not None else default_page_size(model)
+        nsa = a["nsa_backend"]
+        self.cell_budget = cell_bytes(
+            model, self.attn_tp, self.pp, self.kv_dtype, self.version, actual=False, nsa_backend=nsa
+        )
+        self.cell_actual = cell_bytes(
+            model, self.attn_tp, self.pp, self.kv_dtype, self.version, actual=True, nsa_backend=nsa
+        )
         if self.cell_budget != self.cell_actual:
             self.notes.append(
                 "SGLang %s budgets %d B/token but the DSA fp8 pool stores %d B/token: the pool is %.1f %% bigger than "
@@ -219,38 +242,57 @@ class _Planner:
                     100.0 * (self.cell_actual / self.cell_budget - 1),
                 )
             )
-        self.gpu_mem_mib = float(gpu_mem_mib) if gpu_mem_mib is not None else None
-        if free_at_start_gib is not None:
-            self.free_at_start = float(free_at_start_gib)
+        # Speculative decoding: the draft model's KV pool holds as many tokens as the target's, draft_layers layers of
+        # the same per-layer cell. Up to 0.5.13 the draft runner allocates it after the target has captured its
+        # graphs, outside the budget (0.5.9 model_runner_kv_cache_mixin.py:125-130, :396-399); from 0.5.14 the
+        # target's profiler scales its cell by (1 + draft_layers / num_layers) (0.5.14 pool_configurator.py:129-146).
+        self.spec = a["speculative_algorithm"]
+        self.draft_layers = 0
+        self.draft_in_budget = False
+        if self.spec in ("EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE"):
+            self.draft_layers = a["draft_layers"] or model.draft_layers or 1
+            nl = layers_per_rank(model, self.pp)
+            if self.version >= (0, 5, 14):
+                self.draft_in_budget = True
+                self.cell_budget = int(self.cell_budget * (1 + self.draft_layers / nl))
+                self.cell_actual = int(self.cell_actual * (1 + self.draft_layers / nl))
+            self.draft_cell = self.cell_actual * self.draft_layers / nl
+        self.draft_tokens = a["num_draft_tokens"] or 0
+        self.gpu_mem_mib = a["gpu_mem_mib"]
+        if a["free_at_start_gib"] is not None:
+            self.free_at_start = a["free_at_start_gib"]
         else:
             if self.gpu_mem_mib is None:
                 raise PlanError("need the GPU memory (gpu_mem_mib) or a measured free_at_start_gib")
-            overhead = context_overhead_gib(gpu_arch) if context_overhead is None else float(context_overhead)
+            overhead = context_overhead_gib(a["gpu_arch"]) if a["context_overhead"] is None else a["context_overhead"]
             self.free_at_start = self.gpu_mem_mib / 1024.0 - overhead
         if self.free_at_start <= 0:
             raise PlanError("free memory at start must be > 0 GiB, got %.2f" % self.free_at_start)
-        if free_after_weights_gib is not None:
-            self.free_after_weights = float(free_after_weights_gib)
+        if a["free_after_weights_gib"] is not None:
+            self.free_after_weights = a["free_after_weights_gib"]
             self.weights = (
-                float(weights_gib) if weights_gib is not None else self.free_at_start - self.free_after_weights
+                a["weights_gib"] if a["weights_gib"] is not None else self.free_at_start - self.free_after_weights
             )
         else:
-            if weights_gib is None:
+            if a["weights_gib"] is None:
                 raise PlanError(
                     "weights per rank unknown: pass a model directory with safetensors, weights_gib, "
                     "or a measured free_after_weights_gib"
                 )
-            self.weights = float(weights_gib)
+            self.weights = a["weights_gib"]
             self.free_after_weights = self.free_at_start - self.weights
-        self.pool_extra = float(pool_extra_gib)
-        self.max_total_tokens = max_total_tokens
-        chunk, default_bs = default_graph_settings(self.version, self.gpu_mem_mib, self.tp, gpu_arch)
+        self.draft_weights = a["draft_weights_gib"] or 0.0
+        self.pool_extra = a["pool_extra_gib"]
+        self.max_total_tokens = a["max_total_tokens"]
+        self.context_len = a["context_length"] or model.context_length or 4096
+        self.max_running_requests = a["max_running_requests"]
+        chunk, default_bs = default_graph_settings(self.version, self.gpu_mem_mib, self.tp)
         self.chunk = chunk
-        self.max_bs = int(cuda_graph_max_bs) if cuda_graph_max_bs else default_bs
-        self.disable_graph = bool(disable_cuda_graph)
-        self.disable_padding = bool(disable_cuda_graph_padding)
-        self.graph_base = graph_base_gib
-        self.measured_need = None if cuda_graph_need is None else float(cuda_graph_need)
+        self.max_bs = a["cuda_graph_max_bs"] if a["cuda_graph_max_bs"] is not None else default_bs
+        self.disable_graph = bool(a["disable_cuda_graph"])
+        self.disable_padding = bool(a["disable_cuda_graph_padding"])
+        self.graph_base = a["graph_base_gib"]
+        self.measured_need = a["cuda_graph_need"]
 
     def sizes(self, max_bs):
         if self.disable_graph:
@@ -260,14 +302,14 @@ class _Planner:
     def need(self, max_bs):
         if self.disable_graph:
             return 0.0
+        family, base, pad = self.model.family, self.graph_base, self.disable_padding
         if self.measured_need is not None:
             if max_bs == self.max_bs:
                 return self.measured_need
             # scale a measured need by the model's shape when a smaller max bs is considered
-            full = cuda_graph_need_gib(self.sizes(self.max_bs), self.model.family, self.graph_base)
-            part = cuda_graph_need_gib(self.sizes(max_bs), self.model.family, self.graph_base)
-            return self.measured_need * part / full if full else 0.0
-        return cuda_graph_need_gib(self.sizes(max_bs), self.model.family, self.graph_base)
+            full = cuda_graph_need_gib_for(self.max_bs, family, base, pad)
+            return self.measured_need * cuda_graph_need_gib_for(max_bs, family, base, pad) / full if full else 0.0
+        return cuda_graph_need_gib_for(max_bs, family, base, pad)
 
     def evaluate(self, fraction, max_bs):
         need = self.need(max_bs)
@@ -281,20 +323,43 @@ class _Planner:
         if tokens <= 0:
             return _Eval(0, budget, 0.0, self.free_after_weights, need, "oom_kv_pool")
         pool = (tokens + self.page_size) * self.cell_actual / GIB
-        if pool > self.free_after_weights:
-            return _Eval(tokens, budget, pool, self.free_after_weights - pool, need, "oom_kv_pool")
-        left = self.free_after_weights - pool - self.pool_extra
+        req = (
+            req_to_token_bytes(
+                self.version,
+                tokens,
+                self.context_len,
+                max_running_requests=self.max_running_requests,
+                dp=self.dp,
+                draft_tokens=self.draft_tokens,
+            )
+            / GIB
+        )
+        if pool + req > self.free_after_weights:
+            return _Eval(tokens, budget, pool, self.free_after_weights - pool - req, need, "oom_kv_pool", req)
+        left = self.free_after_weights - pool - req - self.pool_extra
         verdict = "ok" if left >= need else "oom_cuda_graph"
-        return _Eval(tokens, budget, pool, left, need, verdict)
+        draft = 0.0
+        if self.draft_layers and not self.draft_in_budget:
+            # up to 0.5.13 the draft weights and pool come after the target's graphs, from what they left
+            draft = (tokens + self.page_size) * self.draft_cell / GIB
+            if verdict == "ok" and left - need < draft + self.draft_weights:
+                verdict = "oom_draft"
+        return _Eval(tokens, budget, pool, left, need, verdict, req, draft)
 
 
 def _recommend(p, margin, min_kv_tokens):
     """(fraction, max_bs or None): the largest fraction (0.01 steps) whose post-pool headroom holds the graphs plus
-    the margin; if none above the lowest useful fraction does, the largest captured bs that fits at that fraction."""
+    the margin (and, up to 0.5.13, the draft model's pool); if none above the lowest useful fraction does, the
+    largest captured bs that fits at some fraction, found by bisection (the need grows with the batch size)."""
 
     def fits(hundredths, max_bs):
         e = p.evaluate(hundredths / 100.0, max_bs)
-        return e.verdict == "ok" and e.tokens >= min_kv_tokens and e.avail_after_pool_gib >= e.need_gib + margin
+        return (
+            e.verdict == "ok"
+            and e.tokens >= min_kv_tokens
+            and e.avail_after_pool_gib
+            >= e.need_gib + margin + e.draft_pool_gib + (p.draft_weights if e.draft_pool_gib else 0)
+        )
 
     lowest = round(MIN_RECOMMENDED_FRACTION * 100)
     for h in range(99, lowest - 1, -1):
@@ -302,22 +367,21 @@ def _recommend(p, margin, min_kv_tokens):
             return h / 100.0, None
     if p.disable_graph:
         return None, None
-    # Lowest fraction that still gives a useful pool: headroom is largest there.
-    floor_h = None
-    for h in range(lowest, 100):
-        e = p.evaluate(h / 100.0, p.max_bs)
-        if e.tokens >= min_kv_tokens and e.verdict != "oom_kv_pool":
-            floor_h = h
-            break
-    if floor_h is None:
-        return None, None
-    for bs in sorted(p.sizes(p.max_bs), reverse=True):
-        if bs >= p.max_bs:
-            continue
-        for h in range(99, floor_h - 1, -1):
-            if fits(h, bs):
-                return h / 100.0, bs
-    return None, None
+
+    def best_fraction(bs):
+        return next((h for h in range(99, lowest - 1, -1) if fits(h, bs)), None)
+
+    candidates = [bs for bs in p.sizes(p.max_bs) if bs < p.max_bs]
+    lo, hi, found = 0, len(candidates) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        h = best_fraction(candidates[mid])
+        if h is None:
+            hi = mid - 1
+        else:
+            found = (h / 100.0, candidates[mid])
+            lo = mid + 1
+    return found if found else (None, None)
 
 
 def plan(
@@ -326,6 +390,7 @@ def plan(
     gpu_mem_mib=None,
     tp=1,
     pp=1,
+    dp=1,
     mem_fraction_static=None,
     kv_cache_dtype="auto",
     page_size=None,
@@ -343,8 +408,15 @@ def plan(
     context_overhead=None,
     pool_extra_gib=DEFAULT_POOL_EXTRA_GIB,
     max_total_tokens=None,
+    max_running_requests=None,
+    context_length=None,
     min_kv_tokens=DEFAULT_MIN_KV_TOKENS,
-    speculative=None,
+    speculative_algorithm=None,
+    speculative_draft_model=None,
+    speculative_draft_layers=None,
+    speculative_num_draft_tokens=None,
+    nsa_backend=None,
+    attention=None,
 ):
     """Predict SGLang's start-up memory for one rank and recommend a mem_fraction_static.
 
@@ -352,60 +424,109 @@ def plan(
     gpu_mem_mib: nvidia-smi memory.total of the smallest GPU. weights_gib: weights per rank (GiB).
     free_at_start_gib / free_after_weights_gib: measured "Load weight begin/end avail mem" values (replace estimates).
     cuda_graph_need: measured capture memory (GiB) for cuda_graph_max_bs (replaces the estimate).
-    mem_fraction_static: None -> SGLang's default for the version. Returns a MemoryPlan.
+    dp: --dp with DP attention (KV heads split over tp / dp). speculative_*: --speculative-algorithm, the draft model
+    directory (its layers and weights), draft layers (default: the draft config's or the model's
+    num_nextn_predict_layers) and --speculative-num-draft-tokens. nsa_backend: --nsa-{prefill,decode}-backend.
+    attention: "mha"/"mla"/"dsa" for an architecture no SGLang release registers. mem_fraction_static: None ->
+    SGLang's default for the version. Every number must be finite and in range (PlanError). Returns a MemoryPlan.
     """
-    if mem_fraction_static is not None and not 0.0 < float(mem_fraction_static) < 1.0:
-        raise PlanError("mem_fraction_static must be in (0, 1), got %s" % mem_fraction_static)
-    if gpu_mem_mib is not None and float(gpu_mem_mib) <= 0:
-        raise PlanError("gpu_mem_mib must be > 0, got %s" % gpu_mem_mib)
-    spec = as_model(model)
-    kv_heads_per_rank(spec, tp)  # validate the parallel split before touching the checkpoint
-    layers_per_rank(spec, pp)
-    if weights_gib is None and free_after_weights_gib is None and not isinstance(model, (dict, ModelSpec)):
-        path = os.fspath(model)
-        model_dir = path if os.path.isdir(path) else os.path.dirname(path) or "."
-        weights_gib = weights_per_rank_gib(checkpoint_weight_bytes(model_dir), tp, pp)
-    p = _Planner(
-        spec,
-        gpu_mem_mib=gpu_mem_mib,
-        tp=tp,
-        pp=pp,
+    a = dict(
+        gpu_mem_mib=_number("gpu_mem_mib", gpu_mem_mib, minimum=0, exclusive=True),
+        tp=_number("tp", tp, minimum=1, integer=True),
+        pp=_number("pp", pp, minimum=1, integer=True),
+        dp=_number("dp", dp, minimum=1, integer=True),
+        mem_fraction_static=_number("mem_fraction_static", mem_fraction_static),
+        page_size=_number("page_size", page_size, minimum=1, integer=True),
+        weights_gib=_number("weights_gib", weights_gib, minimum=0),
+        free_at_start_gib=_number("free_at_start_gib", free_at_start_gib, minimum=0, exclusive=True),
+        free_after_weights_gib=_number("free_after_weights_gib", free_after_weights_gib),
+        cuda_graph_max_bs=_number("cuda_graph_max_bs", cuda_graph_max_bs, minimum=1, integer=True),
+        cuda_graph_need=_number("cuda_graph_need", cuda_graph_need, minimum=0),
+        graph_base_gib=_number("graph_base_gib", graph_base_gib, minimum=0),
+        margin_gib=_number("margin_gib", margin_gib, minimum=0),
+        context_overhead=_number("context_overhead", context_overhead, minimum=0),
+        pool_extra_gib=_number("pool_extra_gib", pool_extra_gib, minimum=0),
+        max_total_tokens=_number("max_total_tokens", max_total_tokens, minimum=1, integer=True),
+        max_running_requests=_number("max_running_requests", max_running_requests, minimum=1, integer=True),
+        context_length=_number("context_length", context_length, minimum=1, integer=True),
+        min_kv_tokens=_number("min_kv_tokens", min_kv_tokens, minimum=0, integer=True),
+        draft_layers=_number("speculative_draft_layers", speculative_draft_layers, minimum=1, integer=True),
+        num_draft_tokens=_number("speculative_num_draft_tokens", speculative_num_draft_tokens, minimum=1, integer=True),
+        speculative_algorithm=canonical_speculative_algorithm(speculative_algorithm),
         kv_cache_dtype=kv_cache_dtype,
-        page_size=page_size,
         sglang_version=sglang_version,
         gpu_arch=gpu_arch,
-        weights_gib=weights_gib,
-        free_at_start_gib=free_at_start_gib,
-        free_after_weights_gib=free_after_weights_gib,
-        cuda_graph_max_bs=cuda_graph_max_bs,
+        nsa_backend=nsa_backend,
         disable_cuda_graph=disable_cuda_graph,
         disable_cuda_graph_padding=disable_cuda_graph_padding,
-        cuda_graph_need=cuda_graph_need,
-        graph_base_gib=graph_base_gib,
-        context_overhead=context_overhead,
-        pool_extra_gib=pool_extra_gib,
-        max_total_tokens=max_total_tokens,
+        draft_weights_gib=None,
     )
+    if a["mem_fraction_static"] is not None and not 0.0 < a["mem_fraction_static"] < 1.0:
+        raise PlanError("mem_fraction_static must be in (0, 1), got %s" % mem_fraction_static)
+    if a["cuda_graph_max_bs"] is not None and a["cuda_graph_max_bs"] > MAX_CUDA_GRAPH_BS:
+        raise PlanError(
+            "cuda_graph_max_bs must be at most %d, got %d: use the largest batch size the server will run"
+            % (MAX_CUDA_GRAPH_BS, a["cuda_graph_max_bs"])
+        )
+    version = parse_version(sglang_version)
+    spec = as_model(model, attention)
+    kv_heads_per_rank(spec, a["tp"] // a["dp"] if a["tp"] % a["dp"] == 0 else a["tp"])  # the split, before files
+    layers_per_rank(spec, a["pp"])
+    if speculative_draft_model is not None:
+        if a["speculative_algorithm"] is None:
+            raise PlanError(
+                "a speculative draft model was given without a speculative algorithm: also give the algorithm "
+                "(EAGLE, EAGLE3, STANDALONE ...)"
+            )
+        draft = as_model(speculative_draft_model)
+        if a["draft_layers"] is None:
+            # the draft config's num_nextn_predict_layers, else its layers (0.5.14 model_runner.py:436-456)
+            a["draft_layers"] = draft.draft_layers or draft.num_layers
+        if not isinstance(speculative_draft_model, (dict, ModelSpec)):
+            path = os.fspath(speculative_draft_model)
+            draft_dir = path if os.path.isdir(path) else os.path.dirname(path) or "."
+            a["draft_weights_gib"] = weights_per_rank_gib(checkpoint_weight_bytes(draft_dir), a["tp"], 1)
+    if a["weights_gib"] is None and a["free_after_weights_gib"] is None and not isinstance(model, (dict, ModelSpec)):
+        path = os.fspath(model)
+        model_dir = path if os.path.isdir(path) else os.path.dirname(path) or "."
+        a["weights_gib"] = weights_per_rank_gib(checkpoint_weight_bytes(model_dir), a["tp"], a["pp"])
+    p = _Planner(spec, a)
     default_frac = default_mem_fraction_static(
-        p.version,
+        version,
         p.gpu_mem_mib,
-        tp,
-        pp,
-        gpu_arch=gpu_arch,
-        cuda_graph_max_bs=cuda_graph_max_bs,
-        speculative=speculative,
+        p.tp,
+        p.pp,
+        cuda_graph_max_bs=a["cuda_graph_max_bs"],
+        speculative=a["speculative_algorithm"],
+        dp_size=p.dp,
+        enable_dp_attention=p.dp > 1,
         mla=spec.family != "mha",
+        multimodal=spec.multimodal,
+        max_total_tokens=a["max_total_tokens"],
+        context_length=a["context_length"],
     )
-    frac = float(mem_fraction_static) if mem_fraction_static is not None else default_frac
+    if a["mem_fraction_static"] is None and default_frac <= 0:
+        raise PlanError(
+            "SGLang's default mem_fraction_static for these settings would be %.2f (its reserve for cuda_graph_max_bs "
+            "%d and chunked prefill exceeds the %d MiB GPU): give a smaller cuda_graph_max_bs or a mem_fraction_static"
+            % (default_frac, p.max_bs, p.gpu_mem_mib)
+        )
+    frac = a["mem_fraction_static"] if a["mem_fraction_static"] is not None else default_frac
     e = p.evaluate(frac, p.max_bs)
-    rec_frac, rec_bs = _recommend(p, float(margin_gib), int(min_kv_tokens))
+    margin, min_kv = a["margin_gib"], a["min_kv_tokens"]
+    rec_frac, rec_bs = _recommend(p, margin, min_kv)
     if rec_frac is None:
         p.notes.append(
             "no fraction >= %.2f leaves room for the CUDA graphs with a %d-token pool: use more GPUs (TP), a smaller "
-            "kv-cache dtype, or --disable-cuda-graph" % (MIN_RECOMMENDED_FRACTION, min_kv_tokens)
+            "kv-cache dtype, or --disable-cuda-graph" % (MIN_RECOMMENDED_FRACTION, min_kv)
         )
     if e.verdict == "oom_weights":
         p.notes.append("the weights (%.2f GiB/rank) do not fit in %.2f GiB free" % (p.weights, p.free_at_start))
+    if e.verdict == "oom_draft":
+        p.notes.append(
+            "the target starts, but the draft model's %.2f GiB pool (+ %.2f GiB weights) does not fit after its graphs"
+            % (e.draft_pool_gib, p.draft_weights)
+        )
     return MemoryPlan(
         kv_tokens=e.tokens,
         kv_pool_gib=e.pool_gib,
@@ -426,9 +547,14 @@ def plan(
         page_size=p.page_size,
         cuda_graph_max_bs=0 if p.disable_graph else p.max_bs,
         cuda_graph_batch_sizes=p.sizes(p.max_bs),
-        margin_gib=float(margin_gib),
-        headroom_gib=e.avail_after_pool_gib - e.need_gib - float(margin_gib),
+        margin_gib=margin,
+        headroom_gib=e.avail_after_pool_gib - e.need_gib - margin,
         sglang_version=p.version_str,
         model_family=spec.family,
+        req_to_token_gib=e.req_to_token_gib,
+        draft_pool_gib=e.draft_pool_gib,
+        speculative_algorithm=p.spec,
+        draft_layers=p.draft_layers,
+        dp=p.dp,
         notes=p.notes,
     )

@@ -13,6 +13,8 @@ import os
 import struct
 from dataclasses import asdict, dataclass
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_architectures import KNOWN_ARCHITECTURES
+
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -48,6 +50,13 @@ class ModelSpec:
     context_length: int | None = None
     quantization: str | None = None
     notes: tuple = ()
+    attention_layers: int = 0  # layers that keep KV (hybrid models: only the full-attention ones); 0 = num_layers
+    draft_layers: int = 0  # num_nextn_predict_layers (MTP/NextN draft layers shipped in the checkpoint)
+    multimodal: bool = False
+
+    def __post_init__(self):
+        if not self.attention_layers:
+            object.__setattr__(self, "attention_layers", self.num_layers)
 
     def as_dict(self):
         return asdict(self)
@@ -105,8 +114,29 @@ def load_config(source):
     return cfg
 
 
-def model_from_config(source):
-    """Describe a model for the memory arithmetic from config.json (dict, file path, or model directory)."""
+ATTENTION_FAMILIES = ("mha", "mla", "dsa")
+
+
+def _full_attention_layers(cfg, layers):
+    """Layers that keep a KV cache: all, except in hybrid models (sliding-window / linear / mamba layers)."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        full = sum(1 for t in types if str(t) in ("full_attention", "attention", "full"))
+        return full or layers
+    interval = cfg.get("full_attention_interval")
+    if isinstance(interval, int) and interval > 0:
+        return layers // interval
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        return pattern.count("*") or layers
+    return layers
+
+
+def model_from_config(source, attention=None):
+    """Describe a model for the memory arithmetic from config.json (dict, file path, or model directory).
+
+    An architecture no SGLang release registers (KNOWN_ARCHITECTURES) is refused unless ``attention`` says how it
+    stores its KV cache ("mha", "mla" or "dsa"); the planner never guesses it."""
     cfg = load_config(source)
     notes = []
     top = cfg
@@ -118,8 +148,17 @@ def model_from_config(source):
                 merged[k] = cfg[k]
         cfg = merged
         notes.append("multimodal config: sized from text_config; SGLang lowers the default fraction for VLMs")
-    archs = _first(top, "architectures", default=None) or _first(cfg, "architectures", default=None) or ["unknown"]
+    archs = _first(top, "architectures", default=None) or _first(cfg, "architectures", default=None) or [None]
     arch = archs[0] if isinstance(archs, list) and archs else str(archs)
+    if attention is not None and attention not in ATTENTION_FAMILIES:
+        raise PlanError("attention %r is not one of %s" % (attention, ", ".join(ATTENTION_FAMILIES)))
+    if attention is None and arch not in KNOWN_ARCHITECTURES:
+        raise PlanError(
+            "config.json names architecture %r, which no SGLang release registers: the planner cannot tell how it "
+            "stores its KV cache; check the model, or give the attention family (mha, mla or dsa) if you know it"
+            % (arch,)
+        )
+    arch = arch or "unknown"
 
     layers = _first(cfg, "num_hidden_layers", "n_layers", "num_layers", "n_layer")
     heads = _first(cfg, "num_attention_heads", "n_head", "n_heads")
@@ -142,18 +181,27 @@ def model_from_config(source):
     kv_lora_rank = int(_first(cfg, "kv_lora_rank", default=0) or 0)
     rope = int(_first(cfg, "qk_rope_head_dim", default=0) or 0)
     index_head_dim = int(_first(cfg, "index_head_dim", default=0) or 0)
-    if kv_lora_rank:
+    if attention is not None:
+        family = attention
+    elif kv_lora_rank:
         family = "mla"
         if index_head_dim or arch in DSA_ARCHITECTURES or cfg.get("index_topk") is not None:
             family = "dsa"
-            index_head_dim = index_head_dim or 128
-        v_head_dim = int(_first(cfg, "v_head_dim", default=head_dim))
     else:
         family = "mha"
-        v_head_dim = int(_first(cfg, "v_head_dim", default=head_dim))
-    if cfg.get("layer_types") and any("sliding" in str(t) or "linear" in str(t) for t in cfg["layer_types"]):
-        notes.append("hybrid sliding-window/linear layers: SGLang sizes those pools separately; this is an upper bound")
-    if cfg.get("layers_block_type") or "mamba" in arch.lower():
+    if family != "mha" and not kv_lora_rank:
+        raise PlanError("attention %s needs kv_lora_rank in config.json, found none" % family)
+    if family == "dsa":
+        index_head_dim = index_head_dim or 128
+    v_head_dim = int(_first(cfg, "v_head_dim", default=head_dim))
+    full_layers = _full_attention_layers(cfg, layers)
+    if full_layers != layers:
+        notes.append(
+            "hybrid model: %d of %d layers keep a full KV cache and are sized; SGLang sizes the sliding-window pool "
+            "(whose token count is a lower bound, not an upper one) and any mamba state share separately, which "
+            "this plan does not model" % (full_layers, layers)
+        )
+    elif cfg.get("layers_block_type") or "mamba" in arch.lower():
         notes.append("Mamba/hybrid model: the mamba state cache is not modelled")
     ctx = _first(cfg, "max_position_embeddings", "seq_length", "max_sequence_length", "n_positions")
     return ModelSpec(
@@ -172,13 +220,16 @@ def model_from_config(source):
         context_length=int(ctx) if ctx is not None else None,
         quantization=_quantization(cfg) or _quantization(top),
         notes=tuple(notes),
+        attention_layers=full_layers,
+        draft_layers=int(_first(cfg, "num_nextn_predict_layers", default=0) or 0),
+        multimodal=text is not None,
     )
 
 
-def as_model(model):
+def as_model(model, attention=None):
     if isinstance(model, ModelSpec):
         return model
-    return model_from_config(model)
+    return model_from_config(model, attention)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ STORY = {
     "gpu_arch": "sm_120",
     "free_at_start_gib": 94.25,
     "weights_gib": 61.05,
+    # inferred, not logged: the 0.22 GiB between the KV pool and "Memory pool end" hold the request-to-token table
+    # only for about 256 requests of 202 756 tokens (docs/memory.md, DEFAULT_POOL_EXTRA_GIB)
+    "max_running_requests": 256,
 }
 
 KIMI_K2 = {
@@ -134,8 +137,11 @@ def test_0518_budgets_the_real_dsa_cell_so_the_pool_keeps_its_headroom():
     p = mem.plan(GLM5, mem_fraction_static=0.88, **story)
     assert p.cell_bytes_budget == p.cell_bytes_actual == 78 * 788
     assert p.kv_pool_gib == pytest.approx(p.kv_budget_gib, abs=0.01)
-    # the whole (1 - 0.88) x 94.25 = 11.31 GiB stays free, minus the other pool buffers
-    assert p.avail_after_pool_gib == pytest.approx(94.25 * 0.12 - mem.DEFAULT_POOL_EXTRA_GIB, abs=0.02)
+    # the whole (1 - 0.88) x 94.25 = 11.31 GiB stays free, minus the request table and the other pool buffers
+    assert p.req_to_token_gib == pytest.approx(256 * (202752 + 4) * 4 / mem.GIB)
+    assert p.avail_after_pool_gib == pytest.approx(
+        94.25 * 0.12 - p.req_to_token_gib - mem.DEFAULT_POOL_EXTRA_GIB, abs=0.02
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -164,7 +170,8 @@ def test_llama3_8b_plan_by_hand():
     #   rest   = (78.5 - 14.96) - 78.5 x 0.12 = 63.54 - 9.42 = 54.12 GiB
     #   tokens = floor(54.12 x 2^30 / 131072) = floor(54.12 x 8192) = 443351          (page size 1)
     #   pool   = (443351 + 1) x 131072 / 2^30 = 54.1201 GiB
-    #   left   = 63.54 - 54.1201 - 0.22 = 9.1999 GiB ; graphs: max bs 256 -> 36 sizes -> 0.5 + 0.36 + 0.256 = 1.116
+    #   table  = 4096 requests (443351 / 8192 x 512, clamped to 4096) x (8192 + 4) x 4 B = 0.12506 GiB
+    #   left   = 63.54 - 54.1201 - 0.12506 - 0.03 = 9.2648 GiB ; graphs: max bs 256 -> 36 sizes -> 0.5 + 0.36 + 0.256
     p = mem.plan(
         LLAMA,
         gpu_mem_mib=81559,
@@ -177,7 +184,8 @@ def test_llama3_8b_plan_by_hand():
     )
     assert p.kv_tokens == 443351
     assert p.kv_pool_gib == pytest.approx(54.1201, abs=1e-4)
-    assert p.avail_after_pool_gib == pytest.approx(9.1999, abs=1e-3)
+    assert p.req_to_token_gib == pytest.approx(4096 * 8196 * 4 / 2**30)
+    assert p.avail_after_pool_gib == pytest.approx(9.2648, abs=1e-3)
     assert p.cuda_graph_max_bs == 256
     assert p.cuda_graph_need_gib == pytest.approx(1.116)
     assert p.verdict == "ok"
@@ -241,10 +249,18 @@ def test_model_from_config_glm5():
 
 
 def test_model_from_config_derives_head_dim_and_reads_dicts():
-    m = model.model_from_config({"num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 16})
+    m = model.model_from_config(
+        {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 16}
+    )
     assert (m.head_dim, m.num_kv_heads, m.family, m.dtype) == (128, 16, "mha", "bf16")
     m = model.model_from_config(
-        {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "torch_dtype": "float16"}
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "num_hidden_layers": 2,
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "torch_dtype": "float16",
+        }
     )
     assert m.dtype == "fp16"
 
@@ -257,7 +273,7 @@ def test_deepseek_v32_is_dsa_by_architecture():
 
 def test_multimodal_config_uses_text_config():
     cfg = {
-        "architectures": ["SomeVLForConditionalGeneration"],
+        "architectures": ["Qwen2VLForConditionalGeneration"],
         "torch_dtype": "bfloat16",
         "text_config": {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2},
     }
@@ -273,7 +289,9 @@ def test_missing_config_is_a_clear_error(tmp_path):
     with pytest.raises(mem.PlanError, match="JSON"):
         model.model_from_config(tmp_path)
     with pytest.raises(mem.PlanError, match="num_hidden_layers"):
-        model.model_from_config({"hidden_size": 64})
+        model.model_from_config({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})
+    with pytest.raises(mem.PlanError, match="names architecture 'FooForCausalLM', which no SGLang release registers"):
+        model.model_from_config({"architectures": ["FooForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 4})
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -313,7 +331,13 @@ def test_parse_gpu_arch(arch, cc):
 def test_tp_must_divide_heads():
     with pytest.raises(mem.PlanError, match="num_attention_heads"):
         kv.cell_bytes(model.model_from_config(LLAMA), 3, 1, "bf16")
-    odd = {"num_hidden_layers": 2, "hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 3}
+    odd = {
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": 2,
+        "hidden_size": 1536,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 3,
+    }
     with pytest.raises(mem.PlanError, match="num_key_value_heads"):
         kv.cell_bytes(model.model_from_config(odd), 4, 1, "bf16")
     with pytest.raises(mem.PlanError, match="num_attention_heads"):
@@ -325,7 +349,12 @@ def test_plan_rejects_bad_fraction_and_missing_weights():
         mem.plan(GLM5, mem_fraction_static=1.0, **STORY)
     with pytest.raises(mem.PlanError, match="weights per rank unknown"):
         mem.plan(
-            {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4},
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+            },
             gpu_mem_mib=24000,
             sglang_version="0.5.9",
         )

@@ -12,7 +12,19 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "bin" / "sglang-plan"
 GLM5 = ROOT / "tests" / "unit" / "fixtures" / "models" / "glm5-like"
 LLAMA = ROOT / "tests" / "unit" / "fixtures" / "models" / "llama3-8b-like"
-STORY = ["--gpu-mem-mib", "97887", "--tp", "8", "--sglang-version", "0.5.9", "--gpu-arch", "sm_120"]
+# --max-running-requests 256: inferred from the reference log (docs/memory.md, DEFAULT_POOL_EXTRA_GIB)
+STORY = [
+    "--gpu-mem-mib",
+    "97887",
+    "--tp",
+    "8",
+    "--sglang-version",
+    "0.5.9",
+    "--gpu-arch",
+    "sm_120",
+    "--max-running-requests",
+    "256",
+]
 HEAD_KEYS = [
     "kv_tokens",
     "kv_pool_gib",
@@ -105,7 +117,7 @@ def test_readable_output_without_fraction_recommends_one():
         (["--model", LLAMA, "--gpu-mem-mib", "81559"], "weights per rank"),
         (["--model", LLAMA], "--gpu-mem-mib"),
         (["--model", LLAMA, "--gpu-mem-mib", "81559", "--free-after-weights-gib", "60"], "--free-at-start-gib"),
-        (["--model", LLAMA, "--gpu-mem-mib", "-5"], "must be > 0"),
+        (["--model", LLAMA, "--gpu-mem-mib", "-5"], "expected a number > 0, got -5"),
         (["--gpu-mem-mib", "81559"], "--model"),
     ],
 )
