@@ -98,7 +98,7 @@ class ModelRunner:
         if self.faults.find("nccl", "started") is not None:
             raise sim_gpu.DistBackendError(NCCL_ERROR_TEXT)
         if self._world() > 1 and self.tp_rank == 0 and self.pp_rank == 0:
-            logger.info(f"sglang is using nccl=={NCCL_VERSION}")
+            logger.info("sglang is using nccl==%s", NCCL_VERSION)
         if self.tp_size > 2 and not self.system.nvswitch and not self.server_args.disable_custom_all_reduce:
             logger.warning(
                 "Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
@@ -114,10 +114,9 @@ class ModelRunner:
         min_per_gpu_memory = round(min(frees) / GiB, 2)
         local_gpu_memory = round(local / GiB, 2)
         if min_per_gpu_memory < local_gpu_memory * 0.9:
-            logger.warning(
-                "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
-                f"{min_per_gpu_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}"
-            )
+            msg = "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+            msg += f"{min_per_gpu_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}"
+            logger.warning(msg)
 
     def load_model(self) -> None:
         sa = self.server_args
@@ -169,8 +168,9 @@ class ModelRunner:
                 f"avail mem={m.free_after_weights / GiB:.2f} GB, mem usage={m.weights / GiB:.2f} GB."
             )
         else:
+            dtype = f"torch.{self.model_config.dtype}"
             logger.info(
-                f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, dtype=torch.{self.model_config.dtype}, "
+                f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, dtype={dtype}, "
                 f"avail mem={m.free_after_weights / GiB:.2f} GB, mem usage={m.weights / GiB:.2f} GB."
             )
         self._phase("weights_loaded")
@@ -235,15 +235,17 @@ class ModelRunner:
         sizes = [t for t in [*sizes, *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)] if t <= max_tokens]
         tic = time.monotonic()
         before = m.free_after_pool / GiB
+        capture_name, prefill_backend = "target prefill", "tc_piecewise"
         logger.info(
-            f"Capture target prefill CUDA graph begin. backend=tc_piecewise, num_tokens={sizes}, "
+            f"Capture {capture_name} CUDA graph begin. backend={prefill_backend}, num_tokens={sizes}, "
             f"avail mem={before:.2f} GB"
         )
         used = int(len(sizes) * self.overheads.graph_per_graph_mib * MiB)
         m.free_after_pool -= used
+        m.free_after_graph -= used
         sim_sleep(0.01 * len(sizes))
         logger.info(
-            f"Capture target prefill CUDA graph end. elapsed={time.monotonic() - tic:.2f} s, "
+            f"Capture {capture_name} CUDA graph end. elapsed={time.monotonic() - tic:.2f} s, "
             f"mem usage={used / GiB:.2f} GB, avail mem={m.free_after_pool / GiB:.2f} GB."
         )
 
@@ -253,28 +255,30 @@ class ModelRunner:
         m = self.mem
         if self._prefill_graphs_on():
             self.init_prefill_graphs()
-            m.free_after_graph = m.free_after_pool
         tic = time.monotonic()
         before = m.free_after_pool / GiB
+        # 0.5.9 model_runner.py "Capture {capture_name} begin..." / 0.5.14 "Capture {role} {capture_name} begin..."
         if self.family == FAMILY_0514:
+            role, capture_name, backend, tokens_per_bs = "target", "decode CUDA graph", "full", 1
             logger.info(
-                f"Capture target decode CUDA graph begin. backend=full, num_tokens_per_bs=1, bs={m.capture_bs}, "
-                f"avail mem={before:.2f} GB"
+                f"Capture {role} {capture_name} begin. backend={backend}, num_tokens_per_bs={tokens_per_bs}, "
+                f"bs={m.capture_bs}, avail mem={before:.2f} GB"
             )
         else:
-            logger.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem={before:.2f} GB")
+            capture_name = "cuda graph"
+            logger.info(f"Capture {capture_name} begin. This can take up to several minutes. avail mem={before:.2f} GB")
         self.faults.at("cuda_graph_capturing")
         self.graph_runner = CudaGraphRunner(self)
         after = m.free_after_graph / GiB
         elapsed = time.monotonic() - tic
         if self.family == FAMILY_0514:
             logger.info(
-                f"Capture target decode CUDA graph end. elapsed={elapsed:.2f} s, mem usage={before - after:.2f} GB, "
+                f"Capture {role} {capture_name} end. elapsed={elapsed:.2f} s, mem usage={before - after:.2f} GB, "
                 f"avail mem={after:.2f} GB."
             )
         else:
             logger.info(
-                f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={before - after:.2f} GB. "
+                f"Capture {capture_name} end. Time elapsed: {elapsed:.2f} s. mem usage={before - after:.2f} GB. "
                 f"avail mem={after:.2f} GB."
             )
         self._phase("cuda_graph_captured")
@@ -293,14 +297,17 @@ class ModelRunner:
                 f"a total capacity of {m.total / GiB:.2f} GiB of which {m.draft_oom.free / MiB:.2f} MiB is free."
             )
         after_weights = m.free_after_draft_weights / GiB
+        elapsed = 0.1
         if self.family == FAMILY_0514:
+            quant = ""
             logger.info(
-                f"Load weight end. elapsed=0.10 s, type={cls}, avail mem={after_weights:.2f} GB, "
+                f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, {quant}avail mem={after_weights:.2f} GB, "
                 f"mem usage={m.draft_weights / GiB:.2f} GB."
             )
         else:
+            dtype = f"torch.{self.model_config.dtype}"
             logger.info(
-                f"Load weight end. elapsed=0.10 s, type={cls}, dtype=torch.{self.model_config.dtype}, "
+                f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, dtype={dtype}, "
                 f"avail mem={after_weights:.2f} GB, mem usage={m.draft_weights / GiB:.2f} GB."
             )
         shape = self.model_config.shape
@@ -319,21 +326,22 @@ class ModelRunner:
             return
         before, after = m.free_after_draft_pool / GiB, m.free_after_draft_graph / GiB
         if self.family == FAMILY_0514:
-            if self.tp_rank == 0:
+            if self.tp_rank == 0:  # log_info_on_rank0 (0.5.14 eagle_worker_v2.py:393-409)
+                decode_backend, topk = "full", 1
                 logger.info(
-                    f"Capture draft decode CUDA graph begin. backend=full, num_tokens_per_bs=1, bs={m.capture_bs}, "
-                    f"avail mem={before:.2f} GB"
+                    f"Capture draft decode CUDA graph begin. backend={decode_backend}, num_tokens_per_bs={topk}, "
+                    f"bs={m.capture_bs}, avail mem={before:.2f} GB"
                 )
                 logger.info(
-                    f"Capture draft decode CUDA graph end. elapsed=0.10 s, mem usage={before - after:.2f} GB, "
-                    f"avail mem={after:.2f} GB."
+                    f"Capture draft decode CUDA graph end. elapsed={elapsed:.2f} s, "
+                    f"mem usage={(before - after):.2f} GB, avail mem={after:.2f} GB."
                 )
-        else:
+        else:  # 0.5.9 eagle_worker.py:248-257
             logger.info(
                 f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={before:.2f} GB"
             )
             logger.info(
-                f"Capture draft cuda graph end. Time elapsed: 0.10 s. mem usage={before - after:.2f} GB. "
+                f"Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={(before - after):.2f} GB. "
                 f"avail mem={after:.2f} GB."
             )
         sim_sleep(0.1)
