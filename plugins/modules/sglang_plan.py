@@ -229,7 +229,7 @@ def run_module():
             speculative_algorithm=dict(type="str", choices=["EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE", "NGRAM"]),
             speculative_draft_model=dict(type="path"),
             speculative_draft_layers=dict(type="int"),
-            speculative_num_draft_tokens=dict(type="int"),
+            speculative_num_draft_tokens=dict(type="int", no_log=False),
             nsa_backend=dict(type="str"),
             attention=dict(type="str", choices=["mha", "mla", "dsa"]),
             failed_attempt=dict(type="dict"),
