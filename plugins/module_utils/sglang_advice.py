@@ -64,6 +64,44 @@ def _finite(name, value, *, positive=False, allow_none=True):
     return f
 
 
+def recommend_fraction(p, margin, min_kv_tokens):
+    """The plan's own recommendation for a planner p (sglang_memory._Planner: evaluate, sizes, max_bs, draft_weights,
+    disable_graph): (fraction, max_bs or None). The largest fraction (0.01 steps) whose post-pool headroom holds the
+    graphs plus the margin (and, up to 0.5.13, the draft model's pool); if none above the lowest useful fraction
+    does, the largest captured bs that fits at some fraction, found by bisection (the need grows with the bs)."""
+
+    def fits(hundredths, max_bs):
+        e = p.evaluate(hundredths / 100.0, max_bs)
+        return (
+            e.verdict == "ok"
+            and e.tokens >= min_kv_tokens
+            and e.avail_after_pool_gib
+            >= e.need_gib + margin + e.draft_pool_gib + (p.draft_weights if e.draft_pool_gib else 0)
+        )
+
+    lowest = round(MIN_RECOMMENDED_FRACTION * 100)
+    for h in range(99, lowest - 1, -1):
+        if fits(h, p.max_bs):
+            return h / 100.0, None
+    if p.disable_graph:
+        return None, None
+
+    def best_fraction(bs):
+        return next((h for h in range(99, lowest - 1, -1) if fits(h, bs)), None)
+
+    candidates = [bs for bs in p.sizes(p.max_bs) if bs < p.max_bs]
+    lo, hi, found = 0, len(candidates) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        h = best_fraction(candidates[mid])
+        if h is None:
+            hi = mid - 1
+        else:
+            found = (h / 100.0, candidates[mid])
+            lo = mid + 1
+    return found if found else (None, None)
+
+
 @dataclass
 class CaptureOomAdvice:
     """What to relaunch with after 'Capture cuda graph failed: CUDA out of memory'.

@@ -24,7 +24,6 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
-import math
 import os
 from dataclasses import asdict, dataclass, field
 
@@ -38,6 +37,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_advice import
     KvOomAdvice,
     capture_oom_advice,
     kv_oom_advice,
+    recommend_fraction,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_graphs import (  # noqa: F401
     GRAPH_BASE_GIB,
@@ -58,6 +58,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_model import 
     ModelSpec,
     PlanError,
     as_model,
+    checked_number,
     checkpoint_weight_bytes,
     weights_per_rank_gib,
 )
@@ -65,6 +66,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_release impor
     canonical_speculative_algorithm,
     cuda_graph_batch_sizes,
     default_graph_settings,
+    context_overhead_gib,
     default_mem_fraction_static,
     parse_gpu_arch,
     parse_version,
@@ -73,14 +75,6 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_release impor
 # ---------------------------------------------------------------------------------------------------------------------
 # Documented constants (docs/memory.md explains each one)
 # ---------------------------------------------------------------------------------------------------------------------
-
-#: GPU memory that is gone before SGLang's "Load weight begin. avail mem=" (CUDA context, NCCL and torch.distributed
-#: buffers), in GiB, by compute-capability major. Only sm_120 is measured (reference: a 97 887 MiB RTX PRO 6000
-#: reports 94.25 GiB free at start, TP8 -> 95.593 - 94.25 = 1.34 GiB); the others are estimates. Measured values
-#: (free_at_start_gib) always replace these.
-CONTEXT_OVERHEAD_GIB = {12: 1.34, 11: 1.34, 10: 1.34, 9: 1.0, 8: 0.9, 7: 0.8}
-#: Used when the GPU arch is unknown: the one measured value.
-DEFAULT_CONTEXT_OVERHEAD_GIB = 1.34
 
 #: Memory allocated between "Load weight end" and "Memory pool end" besides the KV pool and the request-to-token table
 #: (allocator free lists, slack). The reference run logged avail after weights 33.20 GiB, KV size 24.37 GiB and
@@ -93,14 +87,6 @@ DEFAULT_POOL_EXTRA_GIB = 0.03
 DEFAULT_MIN_KV_TOKENS = 8192
 
 VERDICTS = ("ok", "oom_cuda_graph", "oom_kv_pool", "oom_weights", "oom_draft")
-
-
-def context_overhead_gib(gpu_arch=None):
-    """Default GiB lost before weights load (CUDA context, NCCL) for an arch; see CONTEXT_OVERHEAD_GIB."""
-    cc = parse_gpu_arch(gpu_arch)
-    if cc is None:
-        return DEFAULT_CONTEXT_OVERHEAD_GIB
-    return CONTEXT_OVERHEAD_GIB.get(cc[0], DEFAULT_CONTEXT_OVERHEAD_GIB)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -177,27 +163,6 @@ class _Eval:
     verdict: str
     req_to_token_gib: float = 0.0
     draft_pool_gib: float = 0.0
-
-
-def _number(name, value, *, minimum=None, integer=False, exclusive=False):
-    """value as a finite float (or int); PlanError with what was expected otherwise. None stays None."""
-    if value is None:
-        return None
-    kind = "a whole number" if integer else "a finite number"
-    if minimum is not None:
-        kind += " %s %s" % (">" if exclusive else ">=", minimum)
-    bad = "%s must be %s, got %r: give %s" % (name, kind, value, kind)
-    if isinstance(value, bool):
-        raise PlanError(bad)
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise PlanError(bad) from None
-    if not math.isfinite(f) or (integer and f != int(f)):
-        raise PlanError(bad)
-    if minimum is not None and (f <= minimum if exclusive else f < minimum):
-        raise PlanError(bad)
-    return int(f) if integer else f
 
 
 class _Planner:
@@ -347,43 +312,6 @@ class _Planner:
         return _Eval(tokens, budget, pool, left, need, verdict, req, draft)
 
 
-def _recommend(p, margin, min_kv_tokens):
-    """(fraction, max_bs or None): the largest fraction (0.01 steps) whose post-pool headroom holds the graphs plus
-    the margin (and, up to 0.5.13, the draft model's pool); if none above the lowest useful fraction does, the
-    largest captured bs that fits at some fraction, found by bisection (the need grows with the batch size)."""
-
-    def fits(hundredths, max_bs):
-        e = p.evaluate(hundredths / 100.0, max_bs)
-        return (
-            e.verdict == "ok"
-            and e.tokens >= min_kv_tokens
-            and e.avail_after_pool_gib
-            >= e.need_gib + margin + e.draft_pool_gib + (p.draft_weights if e.draft_pool_gib else 0)
-        )
-
-    lowest = round(MIN_RECOMMENDED_FRACTION * 100)
-    for h in range(99, lowest - 1, -1):
-        if fits(h, p.max_bs):
-            return h / 100.0, None
-    if p.disable_graph:
-        return None, None
-
-    def best_fraction(bs):
-        return next((h for h in range(99, lowest - 1, -1) if fits(h, bs)), None)
-
-    candidates = [bs for bs in p.sizes(p.max_bs) if bs < p.max_bs]
-    lo, hi, found = 0, len(candidates) - 1, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        h = best_fraction(candidates[mid])
-        if h is None:
-            hi = mid - 1
-        else:
-            found = (h / 100.0, candidates[mid])
-            lo = mid + 1
-    return found if found else (None, None)
-
-
 def plan(
     model,
     *,
@@ -431,27 +359,29 @@ def plan(
     SGLang's default for the version. Every number must be finite and in range (PlanError). Returns a MemoryPlan.
     """
     a = dict(
-        gpu_mem_mib=_number("gpu_mem_mib", gpu_mem_mib, minimum=0, exclusive=True),
-        tp=_number("tp", tp, minimum=1, integer=True),
-        pp=_number("pp", pp, minimum=1, integer=True),
-        dp=_number("dp", dp, minimum=1, integer=True),
-        mem_fraction_static=_number("mem_fraction_static", mem_fraction_static),
-        page_size=_number("page_size", page_size, minimum=1, integer=True),
-        weights_gib=_number("weights_gib", weights_gib, minimum=0),
-        free_at_start_gib=_number("free_at_start_gib", free_at_start_gib, minimum=0, exclusive=True),
-        free_after_weights_gib=_number("free_after_weights_gib", free_after_weights_gib),
-        cuda_graph_max_bs=_number("cuda_graph_max_bs", cuda_graph_max_bs, minimum=1, integer=True),
-        cuda_graph_need=_number("cuda_graph_need", cuda_graph_need, minimum=0),
-        graph_base_gib=_number("graph_base_gib", graph_base_gib, minimum=0),
-        margin_gib=_number("margin_gib", margin_gib, minimum=0),
-        context_overhead=_number("context_overhead", context_overhead, minimum=0),
-        pool_extra_gib=_number("pool_extra_gib", pool_extra_gib, minimum=0),
-        max_total_tokens=_number("max_total_tokens", max_total_tokens, minimum=1, integer=True),
-        max_running_requests=_number("max_running_requests", max_running_requests, minimum=1, integer=True),
-        context_length=_number("context_length", context_length, minimum=1, integer=True),
-        min_kv_tokens=_number("min_kv_tokens", min_kv_tokens, minimum=0, integer=True),
-        draft_layers=_number("speculative_draft_layers", speculative_draft_layers, minimum=1, integer=True),
-        num_draft_tokens=_number("speculative_num_draft_tokens", speculative_num_draft_tokens, minimum=1, integer=True),
+        gpu_mem_mib=checked_number("gpu_mem_mib", gpu_mem_mib, minimum=0, exclusive=True),
+        tp=checked_number("tp", tp, minimum=1, integer=True),
+        pp=checked_number("pp", pp, minimum=1, integer=True),
+        dp=checked_number("dp", dp, minimum=1, integer=True),
+        mem_fraction_static=checked_number("mem_fraction_static", mem_fraction_static),
+        page_size=checked_number("page_size", page_size, minimum=1, integer=True),
+        weights_gib=checked_number("weights_gib", weights_gib, minimum=0),
+        free_at_start_gib=checked_number("free_at_start_gib", free_at_start_gib, minimum=0, exclusive=True),
+        free_after_weights_gib=checked_number("free_after_weights_gib", free_after_weights_gib),
+        cuda_graph_max_bs=checked_number("cuda_graph_max_bs", cuda_graph_max_bs, minimum=1, integer=True),
+        cuda_graph_need=checked_number("cuda_graph_need", cuda_graph_need, minimum=0),
+        graph_base_gib=checked_number("graph_base_gib", graph_base_gib, minimum=0),
+        margin_gib=checked_number("margin_gib", margin_gib, minimum=0),
+        context_overhead=checked_number("context_overhead", context_overhead, minimum=0),
+        pool_extra_gib=checked_number("pool_extra_gib", pool_extra_gib, minimum=0),
+        max_total_tokens=checked_number("max_total_tokens", max_total_tokens, minimum=1, integer=True),
+        max_running_requests=checked_number("max_running_requests", max_running_requests, minimum=1, integer=True),
+        context_length=checked_number("context_length", context_length, minimum=1, integer=True),
+        min_kv_tokens=checked_number("min_kv_tokens", min_kv_tokens, minimum=0, integer=True),
+        draft_layers=checked_number("speculative_draft_layers", speculative_draft_layers, minimum=1, integer=True),
+        num_draft_tokens=checked_number(
+            "speculative_num_draft_tokens", speculative_num_draft_tokens, minimum=1, integer=True
+        ),
         speculative_algorithm=canonical_speculative_algorithm(speculative_algorithm),
         kv_cache_dtype=kv_cache_dtype,
         sglang_version=sglang_version,
@@ -514,7 +444,7 @@ def plan(
     frac = a["mem_fraction_static"] if a["mem_fraction_static"] is not None else default_frac
     e = p.evaluate(frac, p.max_bs)
     margin, min_kv = a["margin_gib"], a["min_kv_tokens"]
-    rec_frac, rec_bs = _recommend(p, margin, min_kv)
+    rec_frac, rec_bs = recommend_fraction(p, margin, min_kv)
     if rec_frac is None:
         p.notes.append(
             "no fraction >= %.2f leaves room for the CUDA graphs with a %d-token pool: use more GPUs (TP), a smaller "

@@ -9,6 +9,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import os
 import struct
 from dataclasses import asdict, dataclass
@@ -293,3 +294,24 @@ def checkpoint_weight_bytes(model_dir):
 def weights_per_rank_gib(total_bytes, tp=1, pp=1):
     """Checkpoint bytes spread evenly over TP x PP ranks, in GiB (replicated norms/embeddings are ignored)."""
     return float(total_bytes) / (int(tp) * int(pp)) / GIB
+
+
+def checked_number(name, value, *, minimum=None, integer=False, exclusive=False):
+    """value as a finite float (or int); PlanError with what was expected otherwise. None stays None."""
+    if value is None:
+        return None
+    kind = "a whole number" if integer else "a finite number"
+    if minimum is not None:
+        kind += " %s %s" % (">" if exclusive else ">=", minimum)
+    bad = "%s must be %s, got %r: give %s" % (name, kind, value, kind)
+    if isinstance(value, bool):
+        raise PlanError(bad)
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise PlanError(bad) from None
+    if not math.isfinite(f) or (integer and f != int(f)):
+        raise PlanError(bad)
+    if minimum is not None and (f <= minimum if exclusive else f < minimum):
+        raise PlanError(bad)
+    return int(f) if integer else f

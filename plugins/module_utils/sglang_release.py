@@ -70,6 +70,23 @@ def resolve_sglang_version(version=None, record_path=DEFAULT_RECORD_PATH):
     return recorded_sglang_version(record_path)
 
 
+#: GPU memory that is gone before SGLang's "Load weight begin. avail mem=" (CUDA context, NCCL and torch.distributed
+#: buffers), in GiB, by compute-capability major. Only sm_120 is measured (reference: a 97 887 MiB RTX PRO 6000
+#: reports 94.25 GiB free at start, TP8 -> 95.593 - 94.25 = 1.34 GiB); the others are estimates. Measured values
+#: (free_at_start_gib) always replace these.
+CONTEXT_OVERHEAD_GIB = {12: 1.34, 11: 1.34, 10: 1.34, 9: 1.0, 8: 0.9, 7: 0.8}
+#: Used when the GPU arch is unknown: the one measured value.
+DEFAULT_CONTEXT_OVERHEAD_GIB = 1.34
+
+
+def context_overhead_gib(gpu_arch=None):
+    """Default GiB lost before weights load (CUDA context, NCCL) for an arch; see CONTEXT_OVERHEAD_GIB."""
+    cc = parse_gpu_arch(gpu_arch)
+    if cc is None:
+        return DEFAULT_CONTEXT_OVERHEAD_GIB
+    return CONTEXT_OVERHEAD_GIB.get(cc[0], DEFAULT_CONTEXT_OVERHEAD_GIB)
+
+
 def _tp_table_fraction(n, version):
     if n >= 16:
         return 0.79
