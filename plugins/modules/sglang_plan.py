@@ -56,12 +56,50 @@ options:
     description: C(--cuda-graph-max-bs); omitted = SGLang's default for the GPU.
     type: int
   sglang_version:
-    description: SGLang version whose arithmetic applies (default the planner's reference, 0.5.9).
+    description:
+      - SGLang version whose arithmetic applies (the user's pin). Omitted = the version the build stage recorded in
+        O(sglang_record); there is no built-in default.
     type: str
+  sglang_record:
+    description: The build stage's record of the installed SGLang (JSON with C(version)), read when O(sglang_version)
+      is omitted.
+    type: path
+    default: /var/lib/llmops-sglang/sglang.json
   margin_gib:
     description: Memory kept free above the CUDA-graph estimate when recommending a fraction.
     type: float
     default: 1.0
+  dp:
+    description: C(--dp) with C(--enable-dp-attention) (the KV heads are split over O(tp) / O(dp) ranks).
+    type: int
+    default: 1
+  max_running_requests:
+    description: C(--max-running-requests) (sizes the request-to-token table); omitted = SGLang's default.
+    type: int
+  context_length:
+    description: C(--context-length); omitted = the model's.
+    type: int
+  speculative_algorithm:
+    description: C(--speculative-algorithm).
+    type: str
+    choices: [EAGLE, EAGLE3, NEXTN, MTP, STANDALONE, NGRAM]
+  speculative_draft_model:
+    description: C(--speculative-draft-model-path) (a model directory; its layers and weights are planned).
+    type: path
+  speculative_draft_layers:
+    description: Draft layers; omitted = the draft config's (or the model's) C(num_nextn_predict_layers).
+    type: int
+  speculative_num_draft_tokens:
+    description: C(--speculative-num-draft-tokens).
+    type: int
+  nsa_backend:
+    description: C(--nsa-prefill-backend)/C(--nsa-decode-backend) of a DSA model (V(trtllm) stores 576 B/layer).
+    type: str
+  attention:
+    description: KV layout (V(mha), V(mla), V(dsa)) of an architecture no SGLang release registers; such a model is
+      refused without it.
+    type: str
+    choices: [mha, mla, dsa]
   failed_attempt:
     description:
       - The registered result of a C(llmops.sglang.sglang_server) task that failed with V(oom_cuda_graph); the module
@@ -70,6 +108,7 @@ options:
 attributes:
   check_mode:
     support: full
+    description: The module only reads files; it computes the same plan in check mode.
 """
 
 EXAMPLES = r"""
@@ -113,6 +152,10 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import
     PlanError,
     capture_oom_advice,
     plan,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_release import (
+    DEFAULT_RECORD_PATH,
+    resolve_sglang_version,
 )
 
 _TRIED_RE = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?(GiB|MiB|KiB|B)\b")
@@ -178,13 +221,24 @@ def run_module():
             page_size=dict(type="int"),
             cuda_graph_max_bs=dict(type="int"),
             sglang_version=dict(type="str"),
+            sglang_record=dict(type="path", default=DEFAULT_RECORD_PATH),
             margin_gib=dict(type="float", default=1.0),
+            dp=dict(type="int", default=1),
+            max_running_requests=dict(type="int"),
+            context_length=dict(type="int"),
+            speculative_algorithm=dict(type="str", choices=["EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE", "NGRAM"]),
+            speculative_draft_model=dict(type="path"),
+            speculative_draft_layers=dict(type="int"),
+            speculative_num_draft_tokens=dict(type="int", no_log=False),
+            nsa_backend=dict(type="str"),
+            attention=dict(type="str", choices=["mha", "mla", "dsa"]),
             failed_attempt=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
+        version = resolve_sglang_version(p["sglang_version"], p["sglang_record"])
         the_plan = plan(
             p["model_path"],
             gpu_mem_mib=p["gpu_mem_mib"],
@@ -193,10 +247,19 @@ def run_module():
             mem_fraction_static=p["mem_fraction_static"],
             kv_cache_dtype=p["kv_cache_dtype"],
             page_size=p["page_size"],
-            sglang_version=p["sglang_version"],
+            sglang_version=version,
             gpu_arch=p["gpu_arch"],
             cuda_graph_max_bs=p["cuda_graph_max_bs"],
             margin_gib=p["margin_gib"],
+            dp=p["dp"],
+            max_running_requests=p["max_running_requests"],
+            context_length=p["context_length"],
+            speculative_algorithm=p["speculative_algorithm"],
+            speculative_draft_model=p["speculative_draft_model"],
+            speculative_draft_layers=p["speculative_draft_layers"],
+            speculative_num_draft_tokens=p["speculative_num_draft_tokens"],
+            nsa_backend=p["nsa_backend"],
+            attention=p["attention"],
         ).as_dict()
     except (PlanError, OSError, ValueError, KeyError) as exc:
         module.fail_json(

@@ -272,7 +272,8 @@ def test_capture_oom_with_retry_reaches_ready_on_the_second_attempt(node):
     assert run.rc == 0, run.failed()
     attempts = node.record()["memory"]["attempts"]
     assert [a["outcome"] for a in attempts] == ["oom_cuda_graph", "ready"], attempts
-    assert attempts[0]["mem_fraction_static"] == 0.95 and attempts[1]["mem_fraction_static"] < 0.95
+    # one answer: capture_oom_advice on the failed attempt's logged figures (docs/memory.md) gives 0.92
+    assert attempts[0]["mem_fraction_static"] == 0.95 and attempts[1]["mem_fraction_static"] == 0.92
     print(
         f"\nretry: 0.95 failed in capture, {attempts[1]['mem_fraction_static']} worked "
         f"({attempts[1]['kv_tokens_min']} tokens)"

@@ -11,6 +11,7 @@ also do so from first principles (its own context-overhead estimate).
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -73,3 +74,104 @@ def test_planner_predicts_the_logged_kv_tokens(launch, models, fixed_tree, model
     if sm == "sm_120":
         predicted = sglang_memory.plan(str(models[model]), **common)
         assert predicted.kv_tokens == pytest.approx(actual, rel=0.005), (predicted.as_dict(), actual)
+
+
+# Speculative decoding, DP attention and a 0.5.14+ release. With a draft model each rank logs a second set of
+# "Load weight begin/end", "KV Cache is allocated" and "Memory pool end" lines (the draft runner's) after its target
+# graphs; the figures are read here by order (a rank's first line of each kind is the target's, the second the
+# draft's), so this test does not depend on how the doctor tells target and draft apart.
+_LINE = re.compile(
+    r"\[[^\]]*? (?P<rank>(?:DP\d+ )?TP\d+)\] (?:(?P<begin>Load weight begin\. avail mem=(?P<pre>[\d.]+) GB)"
+    r"|(?P<end>Load weight end\..*avail mem=(?P<avail>[\d.]+) GB)"
+    r"|(?P<kv>KV Cache is allocated\. (?:dtype: \S+, )?#tokens: (?P<tokens>\d+), (?:K size: (?P<k>[\d.]+) GB, "
+    r"V size: (?P<v>[\d.]+) GB|KV size: (?P<kvsize>[\d.]+) GB))"
+    r"|(?P<pool>Memory pool end\. avail mem=(?P<pool_avail>[\d.]+) GB))"
+)
+
+
+def runner_figures(log: str) -> dict[str, list[dict]]:
+    """{rank: [target figures, draft figures...]} from the stand-in's log, in the order the runners logged them."""
+    out: dict[str, list[dict]] = {}
+    for m in _LINE.finditer(log):
+        runs = out.setdefault(m["rank"], [])
+        if m["begin"]:
+            runs.append({"pre": float(m["pre"])})
+        elif m["end"]:
+            runs[-1]["avail"] = float(m["avail"])
+        elif m["kv"]:
+            size = float(m["kvsize"]) if m["kvsize"] else float(m["k"]) + float(m["v"])
+            runs[-1].update(tokens=int(m["tokens"]), kv_size=size)
+        elif m["pool"]:
+            runs[-1]["pool_end"] = float(m["pool_avail"])
+    return out
+
+
+def wait_for(server, predicate, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        figures = runner_figures(server.log)
+        if predicate(figures):
+            return figures
+        time.sleep(0.1)
+    raise AssertionError(f"the stand-in did not reach the expected lines:\n{server.log[-4000:]}")
+
+
+SPEC_COMBOS = [
+    # id, model, profile, tp, fraction, extra launch args, planner version, planner extras
+    ("nextn-0.5.9", "glm5-nvfp4", "rtx-pro-6000-x8.json", 8, 0.88, ["--speculative-algorithm", "NEXTN"], "0.5.9",
+     {"speculative_algorithm": "NEXTN"}),
+    ("nextn-0.5.14", "glm5-nvfp4", "rtx-pro-6000-x8.json", 8, 0.88,
+     ["--speculative-algorithm", "NEXTN", "--sim-log-format", "0.5.14"], "0.5.14", {"speculative_algorithm": "NEXTN"}),
+    ("dp-attention", "llama3-8b", "h100-80gb-x8.json", 4, 0.85, ["--dp-size", "2", "--enable-dp-attention"], "0.5.9",
+     {"dp": 2}),
+    ("plain-0.5.14", "llama3-8b", "rtx-pro-6000-x8.json", 2, 0.80, ["--sim-log-format", "0.5.14"], "0.5.14", {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "profile", "tp", "frac", "extra", "version", "planner_extra"),
+    [c[1:] for c in SPEC_COMBOS],
+    ids=[c[0] for c in SPEC_COMBOS],
+)
+def test_planner_predicts_target_and_draft_pools(  # noqa: PLR0917
+    launch, models, fixed_tree, model, profile, tp, frac, extra, version, planner_extra
+):
+    drafting = "speculative_algorithm" in planner_extra
+    server = launch(
+        ["--model-path", str(models[model]), "--tp-size", str(tp), "--mem-fraction-static", str(frac), *extra],
+        profile=profile,
+        pythonpath=fixed_tree,
+    )
+    need = 2 if drafting else 1
+    figures = wait_for(
+        server, lambda f: len(f) == tp and all(len(r) >= need and "pool_end" in r[need - 1] for r in f.values())
+    )
+    target = [runs[0] for runs in figures.values()]
+    tokens = {t["tokens"] for t in target}
+    assert len(tokens) == 1, figures
+    actual = tokens.pop()
+    gpu = json.loads((PROFILES / profile).read_text())["gpus"][0]
+    fed = sglang_memory.plan(
+        str(models[model]),
+        gpu_mem_mib=gpu["memory_total_mib"],
+        tp=tp,
+        mem_fraction_static=frac,
+        gpu_arch="sm_" + gpu["compute_cap"].replace(".", ""),
+        sglang_version=version,
+        free_at_start_gib=min(t["pre"] for t in target),
+        free_after_weights_gib=min(t["avail"] for t in target),
+        **planner_extra,
+    )
+    assert fed.kv_tokens == pytest.approx(actual, rel=0.005), (fed.as_dict(), actual)
+    if drafting:
+        draft = [runs[1] for runs in figures.values()]
+        assert {d["tokens"] for d in draft} == {actual}  # the draft pool holds the target's token count
+        logged_draft_pool = max(d["kv_size"] for d in draft)
+        if tuple(int(x) for x in version.split(".")) < (0, 5, 14):
+            # outside the budget: the planner names the draft pool it will need after the target's graphs
+            assert fed.draft_pool_gib == pytest.approx(logged_draft_pool, abs=0.01), fed.as_dict()
+        else:
+            # inside the budget: the cell grew by (1 + draft / target layers), the draft pool is its share
+            assert fed.draft_pool_gib == 0.0
+            share = fed.kv_pool_gib * fed.draft_layers / (78 + fed.draft_layers)
+            assert share == pytest.approx(logged_draft_pool, abs=0.01), fed.as_dict()

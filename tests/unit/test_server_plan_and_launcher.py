@@ -36,6 +36,7 @@ def test_retry_after_the_reference_capture_oom_lands_on_a_fraction_that_fits():
         gpu_mem_mib=97887,
         tp=8,
         gpu_arch="sm_120",
+        sglang_version="0.5.9",
         mem_fraction_static=0.95,
         weights_gib=61.05,
     ).as_dict()
@@ -53,6 +54,7 @@ def test_retry_after_the_reference_capture_oom_lands_on_a_fraction_that_fits():
         gpu_mem_mib=97887,
         tp=8,
         gpu_arch="sm_120",
+        sglang_version="0.5.9",
         mem_fraction_static=r["mem_fraction_static"],
         weights_gib=61.05,
     )
@@ -73,7 +75,9 @@ def test_retry_recomputes_the_advice_the_diagnosis_printed_from_its_inputs():
         cuda_graph_max_bs=512,
         family="dsa",
     ).as_dict()
-    p = plan(str(GLM5 / "config.json"), gpu_mem_mib=97887, tp=8, gpu_arch="sm_120", weights_gib=61.05).as_dict()
+    p = plan(
+        str(GLM5 / "config.json"), gpu_mem_mib=97887, tp=8, gpu_arch="sm_120", weights_gib=61.05, sglang_version="0.5.9"
+    ).as_dict()
     # totals that would give another answer: the inputs the diagnosis used win
     attempt = {"totals": {"pre_load_min_gb": 50.0, "avail_after_pool_min_gb": 0.1}, "suggestion": printed}
     r = sglang_plan.retry_advice(attempt, p, 0.95)
@@ -106,3 +110,18 @@ def test_launcher_relay_keeps_whole_lines(tmp_path):
         os.dup2(saved, 1)
         os.close(out_w)
     assert os.read(out_r, 1000) == b"a *** b\nnext\r"
+
+
+def test_retry_after_the_reference_capture_oom_log_relaunches_at_092():
+    # the reference 0.95 attempt's log, read by the project's parser as sglang_server returns it to the role
+    from ansible_collections.llmops.sglang.plugins.module_utils import sglang_log
+
+    text = (ROOT / "tests" / "unit" / "fixtures" / "logs" / "v0_5_9_glm5_capture_oom.log").read_text()
+    attempt = sglang_log.parse_text(text).result()
+    attempt["log_tail"] = text.splitlines()[-40:]
+    assert attempt["outcome"] == "oom_cuda_graph"
+    p = plan(
+        str(GLM5 / "config.json"), gpu_mem_mib=97887, tp=8, gpu_arch="sm_120", weights_gib=61.05, sglang_version="0.5.9"
+    ).as_dict()
+    r = sglang_plan.retry_advice(attempt, p, 0.95)
+    assert r["mem_fraction_static"] == 0.92 and r["cuda_graph_max_bs"] is None

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_kv as kv
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_memory as mem
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_model as model
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_release as rel
 
 FIXTURES = Path(__file__).parent / "fixtures" / "models"
 GLM5 = FIXTURES / "glm5-like"
@@ -21,6 +24,9 @@ STORY = {
     "gpu_arch": "sm_120",
     "free_at_start_gib": 94.25,
     "weights_gib": 61.05,
+    # inferred, not logged: the 0.22 GiB between the KV pool and "Memory pool end" hold the request-to-token table
+    # only for about 256 requests of 202 756 tokens (docs/memory.md, DEFAULT_POOL_EXTRA_GIB)
+    "max_running_requests": 256,
 }
 
 KIMI_K2 = {
@@ -61,7 +67,7 @@ def test_story_at_088_reproduces_the_logged_pool():
 
 def test_story_logged_token_count_gives_the_logged_pool_size_exactly():
     # (425664 + 64) slots x 78 layers x 788 B = 24.37 GiB ("KV size: 24.37 GB")
-    assert (425664 + 64) * mem.cell_bytes(mem.model_from_config(GLM5), 8, 1, "fp8_e4m3", "0.5.9") / mem.GIB == (
+    assert (425664 + 64) * kv.cell_bytes(model.model_from_config(GLM5), 8, 1, "fp8_e4m3", "0.5.9") / model.GIB == (
         pytest.approx(24.37, abs=0.005)
     )
 
@@ -131,8 +137,11 @@ def test_0518_budgets_the_real_dsa_cell_so_the_pool_keeps_its_headroom():
     p = mem.plan(GLM5, mem_fraction_static=0.88, **story)
     assert p.cell_bytes_budget == p.cell_bytes_actual == 78 * 788
     assert p.kv_pool_gib == pytest.approx(p.kv_budget_gib, abs=0.01)
-    # the whole (1 - 0.88) x 94.25 = 11.31 GiB stays free, minus the other pool buffers
-    assert p.avail_after_pool_gib == pytest.approx(94.25 * 0.12 - mem.DEFAULT_POOL_EXTRA_GIB, abs=0.02)
+    # the whole (1 - 0.88) x 94.25 = 11.31 GiB stays free, minus the request table and the other pool buffers
+    assert p.req_to_token_gib == pytest.approx(256 * (202752 + 4) * 4 / mem.GIB)
+    assert p.avail_after_pool_gib == pytest.approx(
+        94.25 * 0.12 - p.req_to_token_gib - mem.DEFAULT_POOL_EXTRA_GIB, abs=0.02
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -141,19 +150,19 @@ def test_0518_budgets_the_real_dsa_cell_so_the_pool_keeps_its_headroom():
 
 
 def test_llama3_8b_cell_sizes_by_tp():
-    m = mem.model_from_config(LLAMA)
+    m = model.model_from_config(LLAMA)
     assert (m.family, m.num_layers, m.num_kv_heads, m.head_dim, m.v_head_dim) == ("mha", 32, 8, 128, 128)
     # 8 kv heads x (128 + 128) x 32 layers x 2 B = 131072 B/token
-    assert mem.cell_bytes(m, 1, 1, "bf16") == 131072
-    assert mem.cell_bytes(m, 2, 1, "bf16") == 65536
-    assert mem.cell_bytes(m, 8, 1, "bf16") == 16384
+    assert kv.cell_bytes(m, 1, 1, "bf16") == 131072
+    assert kv.cell_bytes(m, 2, 1, "bf16") == 65536
+    assert kv.cell_bytes(m, 8, 1, "bf16") == 16384
     # TP16 > 8 kv heads: each rank keeps one (replicated) head
-    assert mem.cell_bytes(m, 16, 1, "bf16") == 16384
-    assert mem.cell_bytes(m, 1, 1, "fp8_e4m3") == 65536
+    assert kv.cell_bytes(m, 16, 1, "bf16") == 16384
+    assert kv.cell_bytes(m, 1, 1, "fp8_e4m3") == 65536
     # fp4: half of the 1-byte cell plus one scale byte per 16 K/V elements
-    assert mem.cell_bytes(m, 1, 1, "fp4_e2m1") == 32768 + 8 * 128 * 32 * 2 // 16
+    assert kv.cell_bytes(m, 1, 1, "fp4_e2m1") == 32768 + 8 * 128 * 32 * 2 // 16
     # PP2: the biggest stage holds 16 layers
-    assert mem.cell_bytes(m, 1, 2, "bf16") == 65536
+    assert kv.cell_bytes(m, 1, 2, "bf16") == 65536
 
 
 def test_llama3_8b_plan_by_hand():
@@ -161,7 +170,8 @@ def test_llama3_8b_plan_by_hand():
     #   rest   = (78.5 - 14.96) - 78.5 x 0.12 = 63.54 - 9.42 = 54.12 GiB
     #   tokens = floor(54.12 x 2^30 / 131072) = floor(54.12 x 8192) = 443351          (page size 1)
     #   pool   = (443351 + 1) x 131072 / 2^30 = 54.1201 GiB
-    #   left   = 63.54 - 54.1201 - 0.22 = 9.1999 GiB ; graphs: max bs 256 -> 36 sizes -> 0.5 + 0.36 + 0.256 = 1.116
+    #   table  = 4096 requests (443351 / 8192 x 512, clamped to 4096) x (8192 + 4) x 4 B = 0.12506 GiB
+    #   left   = 63.54 - 54.1201 - 0.12506 - 0.03 = 9.2648 GiB ; graphs: max bs 256 -> 36 sizes -> 0.5 + 0.36 + 0.256
     p = mem.plan(
         LLAMA,
         gpu_mem_mib=81559,
@@ -174,7 +184,8 @@ def test_llama3_8b_plan_by_hand():
     )
     assert p.kv_tokens == 443351
     assert p.kv_pool_gib == pytest.approx(54.1201, abs=1e-4)
-    assert p.avail_after_pool_gib == pytest.approx(9.1999, abs=1e-3)
+    assert p.req_to_token_gib == pytest.approx(4096 * 8196 * 4 / 2**30)
+    assert p.avail_after_pool_gib == pytest.approx(9.2648, abs=1e-3)
     assert p.cuda_graph_max_bs == 256
     assert p.cuda_graph_need_gib == pytest.approx(1.116)
     assert p.verdict == "ok"
@@ -183,9 +194,9 @@ def test_llama3_8b_plan_by_hand():
 
 
 def test_glm47_tp8_cell_and_token_count():
-    m = mem.model_from_config(GLM47)
+    m = model.model_from_config(GLM47)
     # sglang.md c.1: 1 x (128 + 128) x 92 x 2 = 47104 B -> 864214 tokens predicted (864247 logged)
-    assert mem.cell_bytes(m, 8, 1, "bf16") == 47104
+    assert kv.cell_bytes(m, 8, 1, "bf16") == 47104
     # The run's own memory figures are not in the reference; reconstructed inputs that give the same budget:
     # pre_load 139.0 GiB, fraction 0.9 -> slack 13.9 GiB; avail after weights 51.8136 GiB -> rest 37.9136 GiB
     # -> floor(37.9136 x 2^30 / 47104) = 864 246.
@@ -198,29 +209,29 @@ def test_glm47_tp8_cell_and_token_count():
         mem_fraction_static=0.9,
         sglang_version="0.5.9",
     )
-    assert p.kv_tokens == int(37.9136 * mem.GIB) // 47104
+    assert p.kv_tokens == int(37.9136 * model.GIB) // 47104
     assert p.kv_tokens == pytest.approx(864214, abs=50)
 
 
 def test_mla_cell_kimi_k2_fp8():
-    m = mem.model_from_config(KIMI_K2)
+    m = model.model_from_config(KIMI_K2)
     assert m.family == "mla"
     # (512 + 64) x 61 layers x 1 B = 35136 B; MLA KV is not split over TP
-    assert mem.cell_bytes(m, 8, 1, "fp8_e4m3") == 35136
-    assert mem.cell_bytes(m, 1, 1, "fp8_e4m3") == 35136
-    assert mem.cell_bytes(m, 8, 1, "bf16") == 70272
-    assert mem.default_page_size(m) == 1
+    assert kv.cell_bytes(m, 8, 1, "fp8_e4m3") == 35136
+    assert kv.cell_bytes(m, 1, 1, "fp8_e4m3") == 35136
+    assert kv.cell_bytes(m, 8, 1, "bf16") == 70272
+    assert kv.default_page_size(m) == 1
 
 
 def test_dsa_cells_by_dtype_and_version():
-    m = mem.model_from_config(GLM5)
+    m = model.model_from_config(GLM5)
     assert m.family == "dsa"
-    assert mem.cell_bytes(m, 8, 1, "fp8_e4m3", "0.5.9", actual=False) == 78 * (576 + 132)
-    assert mem.cell_bytes(m, 8, 1, "fp8_e4m3", "0.5.16", actual=True) == 78 * (656 + 132)
-    assert mem.cell_bytes(m, 8, 1, "fp8_e4m3", "0.5.18", actual=False) == 78 * (656 + 132)
+    assert kv.cell_bytes(m, 8, 1, "fp8_e4m3", "0.5.9", actual=False) == 78 * (576 + 132)
+    assert kv.cell_bytes(m, 8, 1, "fp8_e4m3", "0.5.16", actual=True) == 78 * (656 + 132)
+    assert kv.cell_bytes(m, 8, 1, "fp8_e4m3", "0.5.18", actual=False) == 78 * (656 + 132)
     # bf16: no layout difference, index K stays fp8 + scales
-    assert mem.cell_bytes(m, 8, 1, "bf16", "0.5.9", actual=False) == 78 * (576 * 2 + 132)
-    assert mem.cell_bytes(m, 8, 1, "bf16", "0.5.9", actual=True) == 78 * (576 * 2 + 132)
+    assert kv.cell_bytes(m, 8, 1, "bf16", "0.5.9", actual=False) == 78 * (576 * 2 + 132)
+    assert kv.cell_bytes(m, 8, 1, "bf16", "0.5.9", actual=True) == 78 * (576 * 2 + 132)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -229,7 +240,7 @@ def test_dsa_cells_by_dtype_and_version():
 
 
 def test_model_from_config_glm5():
-    m = mem.model_from_config(GLM5 / "config.json")
+    m = model.model_from_config(GLM5 / "config.json")
     assert m.architecture == "GlmMoeDsaForCausalLM"
     assert (m.num_layers, m.kv_lora_rank, m.qk_rope_head_dim, m.index_head_dim, m.v_head_dim) == (78, 512, 64, 128, 256)
     assert m.context_length == 202752
@@ -238,39 +249,49 @@ def test_model_from_config_glm5():
 
 
 def test_model_from_config_derives_head_dim_and_reads_dicts():
-    m = mem.model_from_config({"num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 16})
+    m = model.model_from_config(
+        {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 16}
+    )
     assert (m.head_dim, m.num_kv_heads, m.family, m.dtype) == (128, 16, "mha", "bf16")
-    m = mem.model_from_config(
-        {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "torch_dtype": "float16"}
+    m = model.model_from_config(
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "num_hidden_layers": 2,
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "torch_dtype": "float16",
+        }
     )
     assert m.dtype == "fp16"
 
 
 def test_deepseek_v32_is_dsa_by_architecture():
     cfg = dict(KIMI_K2, architectures=["DeepseekV32ForCausalLM"], index_topk=2048)
-    assert mem.model_from_config(cfg).family == "dsa"
-    assert mem.model_from_config(cfg).index_head_dim == 128
+    assert model.model_from_config(cfg).family == "dsa"
+    assert model.model_from_config(cfg).index_head_dim == 128
 
 
 def test_multimodal_config_uses_text_config():
     cfg = {
-        "architectures": ["SomeVLForConditionalGeneration"],
+        "architectures": ["Qwen2VLForConditionalGeneration"],
         "torch_dtype": "bfloat16",
         "text_config": {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2},
     }
-    m = mem.model_from_config(cfg)
+    m = model.model_from_config(cfg)
     assert (m.num_layers, m.num_kv_heads, m.head_dim) == (4, 2, 64)
     assert m.notes
 
 
 def test_missing_config_is_a_clear_error(tmp_path):
     with pytest.raises(mem.PlanError, match="no model config"):
-        mem.model_from_config(tmp_path)
+        model.model_from_config(tmp_path)
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(mem.PlanError, match="JSON"):
-        mem.model_from_config(tmp_path)
+        model.model_from_config(tmp_path)
     with pytest.raises(mem.PlanError, match="num_hidden_layers"):
-        mem.model_from_config({"hidden_size": 64})
+        model.model_from_config({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})
+    with pytest.raises(mem.PlanError, match="names architecture 'FooForCausalLM', which no SGLang release registers"):
+        model.model_from_config({"architectures": ["FooForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 4})
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -293,26 +314,32 @@ def test_missing_config_is_a_clear_error(tmp_path):
     ],
 )
 def test_resolve_kv_cache_dtype(model, dtype, arch, expected):
-    assert mem.resolve_kv_cache_dtype(model, dtype, arch) == expected
+    assert kv.resolve_kv_cache_dtype(model, dtype, arch) == expected
 
 
 def test_kv_element_bytes():
-    assert [mem.kv_element_bytes(d) for d in ("bf16", "bfloat16", "fp16", "fp8_e4m3", "fp8_e5m2")] == [2, 2, 2, 1, 1]
+    assert [kv.kv_element_bytes(d) for d in ("bf16", "bfloat16", "fp16", "fp8_e4m3", "fp8_e5m2")] == [2, 2, 2, 1, 1]
     with pytest.raises(mem.PlanError, match="not known"):
-        mem.kv_element_bytes("int3")
+        kv.kv_element_bytes("int3")
 
 
 @pytest.mark.parametrize(("arch", "cc"), [("sm_120", (12, 0)), ("sm120a", (12, 0)), ("12.0", (12, 0)), ("90", (9, 0))])
 def test_parse_gpu_arch(arch, cc):
-    assert mem.parse_gpu_arch(arch) == cc
+    assert rel.parse_gpu_arch(arch) == cc
 
 
 def test_tp_must_divide_heads():
     with pytest.raises(mem.PlanError, match="num_attention_heads"):
-        mem.cell_bytes(mem.model_from_config(LLAMA), 3, 1, "bf16")
-    odd = {"num_hidden_layers": 2, "hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 3}
+        kv.cell_bytes(model.model_from_config(LLAMA), 3, 1, "bf16")
+    odd = {
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": 2,
+        "hidden_size": 1536,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 3,
+    }
     with pytest.raises(mem.PlanError, match="num_key_value_heads"):
-        mem.cell_bytes(mem.model_from_config(odd), 4, 1, "bf16")
+        kv.cell_bytes(model.model_from_config(odd), 4, 1, "bf16")
     with pytest.raises(mem.PlanError, match="num_attention_heads"):
         mem.plan(GLM5, mem_fraction_static=0.88, **dict(STORY, tp=3))
 
@@ -321,9 +348,20 @@ def test_plan_rejects_bad_fraction_and_missing_weights():
     with pytest.raises(mem.PlanError, match=r"\(0, 1\)"):
         mem.plan(GLM5, mem_fraction_static=1.0, **STORY)
     with pytest.raises(mem.PlanError, match="weights per rank unknown"):
-        mem.plan({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}, gpu_mem_mib=24000)
+        mem.plan(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+            },
+            gpu_mem_mib=24000,
+            sglang_version="0.5.9",
+        )
     with pytest.raises(mem.PlanError, match=r"no model\.safetensors\.index\.json"):
-        mem.plan(LLAMA, gpu_mem_mib=81559)
+        mem.plan(LLAMA, gpu_mem_mib=81559, sglang_version="0.5.9")
+    with pytest.raises(mem.PlanError, match=r"^which SGLang\? expected a version"):
+        mem.plan(GLM5, mem_fraction_static=0.88, **dict(STORY, sglang_version=None))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -344,23 +382,23 @@ def test_weights_from_safetensors_headers(tmp_path):
     (tmp_path / "config.json").write_text((LLAMA / "config.json").read_text())
     _write_safetensors(tmp_path / "model-00001-of-00002.safetensors", {"a": 12, "b": 8})
     _write_safetensors(tmp_path / "model-00002-of-00002.safetensors", {"c": 100})
-    assert mem.safetensors_data_bytes(tmp_path / "model-00002-of-00002.safetensors") == 100
-    assert mem.checkpoint_weight_bytes(tmp_path) == 120
-    assert mem.weights_per_rank_gib(120 * mem.GIB, tp=4, pp=2) == pytest.approx(15.0)
+    assert model.safetensors_data_bytes(tmp_path / "model-00002-of-00002.safetensors") == 100
+    assert model.checkpoint_weight_bytes(tmp_path) == 120
+    assert model.weights_per_rank_gib(120 * model.GIB, tp=4, pp=2) == pytest.approx(15.0)
 
 
 def test_weights_prefer_the_index_total_size(tmp_path):
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 4096}}))
     _write_safetensors(tmp_path / "model.safetensors", {"a": 12})
-    assert mem.checkpoint_weight_bytes(tmp_path) == 4096
-    assert mem.checkpoint_weight_bytes(GLM5) == round(61.05 * 8 * mem.GIB)
+    assert model.checkpoint_weight_bytes(tmp_path) == 4096
+    assert model.checkpoint_weight_bytes(GLM5) == round(61.05 * 8 * model.GIB)
 
 
 def test_broken_safetensors_header(tmp_path):
     bad = tmp_path / "model.safetensors"
     bad.write_bytes(struct.pack("<Q", 10**9) + b"{}")
     with pytest.raises(mem.PlanError, match="header length"):
-        mem.checkpoint_weight_bytes(tmp_path)
+        model.checkpoint_weight_bytes(tmp_path)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -370,8 +408,8 @@ def test_broken_safetensors_header(tmp_path):
 
 def test_default_fraction_rtx_pro_6000_tp8_059():
     # chunked 8192, max bs 512: reserved = 512 + 12288 + 1024 + 1024 = 14848 MiB -> (97887 - 14848) / 97887
-    assert mem.default_mem_fraction_static("0.5.9", 97887, tp=8) == 0.848
-    assert mem.default_graph_settings("0.5.9", 97887, tp=8) == (8192, 512)
+    assert rel.default_mem_fraction_static("0.5.9", 97887, tp=8) == 0.848
+    assert rel.default_graph_settings("0.5.9", 97887, tp=8) == (8192, 512)
 
 
 @pytest.mark.parametrize(
@@ -397,40 +435,40 @@ def test_default_fraction_rtx_pro_6000_tp8_059():
     ],
 )
 def test_default_fraction_by_version(version, gpu, tp, expected):
-    assert mem.default_mem_fraction_static(version, gpu, tp=tp) == expected
+    assert rel.default_mem_fraction_static(version, gpu, tp=tp) == expected
 
 
 def test_default_fraction_10_gib_floor_above_60_gib():
     # small explicit chunk and graph sizes: reserved 512 + 3072 + 16 + 128 = 3728 MiB, raised to 10 GiB
-    frac = mem.default_mem_fraction_static("0.5.9", 65536, tp=1, chunked_prefill_size=2048, cuda_graph_max_bs=8)
+    frac = rel.default_mem_fraction_static("0.5.9", 65536, tp=1, chunked_prefill_size=2048, cuda_graph_max_bs=8)
     assert frac == round((65536 - 10240) / 65536, 3)
 
 
 def test_default_fraction_speculative_and_0520_blackwell_class():
-    base = mem.default_mem_fraction_static("0.5.9", 97887, tp=8)
-    assert mem.default_mem_fraction_static("0.5.9", 97887, tp=8, speculative="eagle") == round(
+    base = rel.default_mem_fraction_static("0.5.9", 97887, tp=8)
+    assert rel.default_mem_fraction_static("0.5.9", 97887, tp=8, speculative="eagle") == round(
         (97887 - 14848 - 2048) / 97887, 3
     )
-    assert mem.default_mem_fraction_static("0.5.9", 97887, tp=8, speculative="standalone") < base
-    assert mem.default_graph_settings("0.5.20", 32607, tp=1, gpu_arch="sm_120") == (4096, 48)
-    assert mem.default_graph_settings("0.5.9", 32607, tp=1, gpu_arch="sm_120") == (2048, 24)
+    assert rel.default_mem_fraction_static("0.5.9", 97887, tp=8, speculative="standalone") < base
+    assert rel.default_graph_settings("0.5.20", 32607, tp=1, gpu_arch="sm_120") == (4096, 48)
+    assert rel.default_graph_settings("0.5.9", 32607, tp=1, gpu_arch="sm_120") == (2048, 24)
 
 
 def test_cuda_graph_batch_sizes():
-    full = mem.cuda_graph_batch_sizes(512)
+    full = rel.cuda_graph_batch_sizes(512)
     assert full[:6] == [1, 2, 4, 8, 12, 16]
     assert len(full) == 52 and full[-1] == 512
-    assert len(mem.cuda_graph_batch_sizes(256)) == 36
-    assert mem.cuda_graph_batch_sizes(100)[-1] == 96
-    assert mem.cuda_graph_batch_sizes(640)[-5:] == [512, 544, 576, 608, 640]
-    assert mem.cuda_graph_batch_sizes(8, disable_padding=True) == list(range(1, 9))
+    assert len(rel.cuda_graph_batch_sizes(256)) == 36
+    assert rel.cuda_graph_batch_sizes(100)[-1] == 96
+    assert rel.cuda_graph_batch_sizes(640)[-5:] == [512, 544, 576, 608, 640]
+    assert rel.cuda_graph_batch_sizes(8, disable_padding=True) == list(range(1, 9))
 
 
 def test_graph_need_model_matches_logged_figures():
     # 0.93 GB (13 sizes), 1.0 GB (36 sizes, bs 256), 1.44 GB (52 sizes, bs 512): the model stays within 0.25 GiB
-    assert mem.cuda_graph_need_gib(mem.cuda_graph_batch_sizes(72)) == pytest.approx(0.93, abs=0.25)
-    assert mem.cuda_graph_need_gib(mem.cuda_graph_batch_sizes(256)) == pytest.approx(1.0, abs=0.25)
-    assert mem.cuda_graph_need_gib(mem.cuda_graph_batch_sizes(512)) == pytest.approx(1.44, abs=0.25)
+    assert mem.cuda_graph_need_gib(rel.cuda_graph_batch_sizes(72)) == pytest.approx(0.93, abs=0.25)
+    assert mem.cuda_graph_need_gib(rel.cuda_graph_batch_sizes(256)) == pytest.approx(1.0, abs=0.25)
+    assert mem.cuda_graph_need_gib(rel.cuda_graph_batch_sizes(512)) == pytest.approx(1.44, abs=0.25)
     assert mem.cuda_graph_need_gib([]) == 0.0
 
 
@@ -475,7 +513,7 @@ def test_recommends_a_smaller_graph_batch_when_no_fraction_fits():
     )
     assert p.recommended_cuda_graph_max_bs is not None
     assert p.recommended_cuda_graph_max_bs < 256
-    assert p.recommended_cuda_graph_max_bs in mem.cuda_graph_batch_sizes(256)
+    assert p.recommended_cuda_graph_max_bs in rel.cuda_graph_batch_sizes(256)
     assert p.recommended_mem_fraction_static >= 0.79
 
 
@@ -600,7 +638,7 @@ def test_kv_oom_advice_raises_the_fraction_above_the_zero_budget_point():
     assert a.action == "raise_mem_fraction_static"
     assert a.minimum_fraction == pytest.approx(1 - 20.0 / 94.2)
     assert a.mem_fraction_static == 0.82
-    measured = dict(gpu_mem_mib=97887, free_at_start_gib=94.2, free_after_weights_gib=20.0)
+    measured = dict(gpu_mem_mib=97887, free_at_start_gib=94.2, free_after_weights_gib=20.0, sglang_version="0.5.9")
     assert mem.plan(LLAMA, mem_fraction_static=0.82, **measured).kv_tokens > 0
     assert mem.plan(LLAMA, mem_fraction_static=0.78, **measured).verdict == "oom_kv_pool"
 

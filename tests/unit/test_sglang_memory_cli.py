@@ -12,7 +12,19 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "bin" / "sglang-plan"
 GLM5 = ROOT / "tests" / "unit" / "fixtures" / "models" / "glm5-like"
 LLAMA = ROOT / "tests" / "unit" / "fixtures" / "models" / "llama3-8b-like"
-STORY = ["--gpu-mem-mib", "97887", "--tp", "8", "--sglang-version", "0.5.9", "--gpu-arch", "sm_120"]
+# --max-running-requests 256: inferred from the reference log (docs/memory.md, DEFAULT_POOL_EXTRA_GIB)
+STORY = [
+    "--gpu-mem-mib",
+    "97887",
+    "--tp",
+    "8",
+    "--sglang-version",
+    "0.5.9",
+    "--gpu-arch",
+    "sm_120",
+    "--max-running-requests",
+    "256",
+]
 HEAD_KEYS = [
     "kv_tokens",
     "kv_pool_gib",
@@ -24,8 +36,11 @@ HEAD_KEYS = [
 ]
 
 
-def run(*args, cwd=None):
+def run(*args, cwd=None, version="0.5.9"):
+    """The CLI with args; version (the user's pin) is added unless the args name one or version is None."""
     env = dict(os.environ, PYTHONPATH="")  # the CLI must find module_utils on its own
+    if version is not None and not {"--sglang-version", "--sglang-record"} & {str(a) for a in args}:
+        args = (*args, "--sglang-version", version)
     return subprocess.run(
         [sys.executable, str(CLI), *map(str, args)],
         capture_output=True,
@@ -102,7 +117,7 @@ def test_readable_output_without_fraction_recommends_one():
         (["--model", LLAMA, "--gpu-mem-mib", "81559"], "weights per rank"),
         (["--model", LLAMA], "--gpu-mem-mib"),
         (["--model", LLAMA, "--gpu-mem-mib", "81559", "--free-after-weights-gib", "60"], "--free-at-start-gib"),
-        (["--model", LLAMA, "--gpu-mem-mib", "-5"], "must be > 0"),
+        (["--model", LLAMA, "--gpu-mem-mib", "-5"], "expected a number > 0, got -5"),
         (["--gpu-mem-mib", "81559"], "--model"),
     ],
 )
@@ -139,3 +154,21 @@ def test_dense_model_with_weights_given():
     d = json.loads(r.stdout)
     assert d["kv_tokens"] == 443351
     assert d["cell_bytes_actual"] == 131072
+
+
+def test_without_a_version_it_reads_the_build_record_and_never_assumes_one(tmp_path):
+    record = tmp_path / "sglang.json"
+    args = ["--model", GLM5, "--gpu-mem-mib", "97887", "--tp", "8", "--gpu-arch", "sm_120", "--json"]
+    r = run(*args, "--sglang-record", record, version=None)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == (
+        f"sglang-plan: error: which SGLang? expected the build record {record}, found no such file: run the build "
+        "stage (--tags build) or pass the SGLang version"
+    )
+    record.write_text(json.dumps({"ref": "v0.5.14", "version": "0.5.14"}))
+    r = run(*args, "--sglang-record", record, version=None)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["sglang_version"] == "0.5.14"
+    # the user's pin wins over the record
+    r = run(*args, "--sglang-record", record, "--sglang-version", "0.5.9", version=None)
+    assert json.loads(r.stdout)["sglang_version"] == "0.5.9"

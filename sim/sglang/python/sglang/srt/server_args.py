@@ -145,6 +145,12 @@ class ServerArgs:
     moe_runner_backend: str = "auto"
     ep_size: int = 1
     enable_dp_attention: bool = False
+    # Speculative decoding
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
     # Optimization / debug
     disable_radix_cache: bool = False
     cuda_graph_max_bs: int | None = None
@@ -202,8 +208,23 @@ class ServerArgs:
             self.cuda_graph_max_bs = max_bs
         if self.mem_fraction_static is None:
             self.mem_fraction_static = sim_memory.default_mem_fraction_static(
-                gpu_mem_mib, self.tp_size, self.pp_size, self.chunked_prefill_size, self.cuda_graph_max_bs
+                gpu_mem_mib,
+                self.tp_size,
+                self.pp_size,
+                self.chunked_prefill_size,
+                self.cuda_graph_max_bs,
+                dp_attention_size=self.dp_size if self.enable_dp_attention else 0,
+                speculative_algorithm=self.speculative_algorithm if self.sim_log_format != FAMILY_0514 else None,
             )
+        if self.speculative_algorithm == "NEXTN":
+            self.speculative_algorithm = "EAGLE"  # as SGLang: NEXTN is served by the EAGLE worker with the MTP layers
+            if self.speculative_draft_model_path is None:
+                self.speculative_draft_model_path = self.model_path
+        if (
+            self.speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE")
+            and self.speculative_num_draft_tokens is None
+        ):
+            self.speculative_num_steps, self.speculative_eagle_topk, self.speculative_num_draft_tokens = 3, 1, 4
         if self.cuda_graph_bs is None:
             self.cuda_graph_bs = sim_memory.default_cuda_graph_bs(self.cuda_graph_max_bs)
         if self.sim_log_format == FAMILY_0514:
@@ -316,6 +337,13 @@ def make_parser(family: str = FAMILY_MAIN) -> argparse.ArgumentParser:
     p.add_argument("--moe-runner-backend", type=str, default="auto")
     p.add_argument("--expert-parallel-size", "--ep-size", type=int, default=1, dest="ep_size")
     p.add_argument("--enable-dp-attention", action="store_true")
+    p.add_argument(
+        "--speculative-algorithm", type=str, default=None, choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
+    )
+    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", type=str, default=None)
+    p.add_argument("--speculative-num-steps", type=int, default=None)
+    p.add_argument("--speculative-eagle-topk", type=int, default=None)
+    p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
     p.add_argument("--disable-radix-cache", action="store_true")
     p.add_argument("--cuda-graph-max-bs", type=int, default=None)
     p.add_argument("--cuda-graph-bs", type=int, nargs="+", default=None)

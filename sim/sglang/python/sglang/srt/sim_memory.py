@@ -136,15 +136,34 @@ def default_chunked_prefill_and_graph_bs(gpu_mem_mib: float | None, tp_size: int
 
 
 def default_mem_fraction_static(
-    gpu_mem_mib: float | None, tp_size: int, pp_size: int, chunked_prefill_size: int, cuda_graph_max_bs: int
+    gpu_mem_mib: float | None,
+    tp_size: int,
+    pp_size: int,
+    chunked_prefill_size: int,
+    cuda_graph_max_bs: int,
+    *,
+    dp_attention_size: int = 0,
+    speculative_algorithm: str | None = None,
 ) -> float:
-    """The 0.5.3 - 0.5.16 rule; 0.88 when the GPU memory is unknown."""
+    """The 0.5.3 - 0.5.9 rule (piecewise graphs off by default); 0.88 when the GPU memory is unknown.
+
+    DP attention adds max_bs x dp x 3 MiB (x 1.5 more above bs 300); a draft model +2 GiB (+6 GiB STANDALONE, none
+    for NGRAM), added after the 10 GiB floor (0.5.9 server_args.py, _handle_gpu_memory_settings)."""
     if gpu_mem_mib is None:
         return 0.88
-    reserved = 512 + max(chunked_prefill_size or 0, 2048) * 1.5 + (cuda_graph_max_bs or 0) * 2
+    max_bs = cuda_graph_max_bs or 0
+    reserved = 512 + max(chunked_prefill_size or 0, 2048) * 1.5 + max_bs * 2
     reserved += tp_size * pp_size / 8 * 1024
+    if dp_attention_size:
+        reserved += max_bs * dp_attention_size * 3
+        if max_bs > 300:
+            reserved += max_bs * dp_attention_size * 1.5
     if gpu_mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
+    if speculative_algorithm == "STANDALONE":
+        reserved += 6 * 1024
+    elif speculative_algorithm not in (None, "NGRAM"):
+        reserved += 2 * 1024
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
 
@@ -309,6 +328,15 @@ class RankMemory:
     graph_used: int = 0
     capture_oom: OomEvent | None = None
     free_after_graph: int = 0
+    # speculative decoding: the draft runner, built after the target has captured its graphs
+    draft_weights: int = 0
+    draft_pool_k: int = 0
+    draft_pool_v: int = 0
+    free_after_draft_weights: int = 0
+    free_after_draft_pool: int = 0
+    draft_graph: int = 0
+    free_after_draft_graph: int = 0
+    draft_oom: OomEvent | None = None
 
     @property
     def pool_total(self) -> int:
@@ -334,6 +362,7 @@ class GroupPlan:
     not_enough_memory: bool = False
     weights_oom: bool = False
     capture_oom: bool = False
+    draft_oom: bool = False
 
 
 def plan_group(
@@ -351,14 +380,26 @@ def plan_group(
     cuda_graph_bs: list[int] | None = None,
     disable_cuda_graph: bool = False,
     overheads: Overheads | None = None,
+    attn_tp_size: int | None = None,
+    draft_layers: int = 0,
+    draft_budgeted: bool = False,
 ) -> GroupPlan:
-    """Memory of every rank of one TP x PP group, in start-up order. ``gpus[r]`` is rank r's GPU."""
+    """Memory of every rank of one TP x PP group, in start-up order. ``gpus[r]`` is rank r's GPU.
+
+    attn_tp_size: ranks the KV heads are split over (tp / dp with DP attention). draft_layers: layers of a speculative
+    draft model (EAGLE/MTP); its KV pool holds the target's token count and is allocated by the draft runner after the
+    target's graphs. draft_budgeted: the profiler counts those layers in the cell (0.5.14+), else the draft pool comes
+    on top of the budget (0.5.8 - 0.5.13)."""
     ov = overheads or Overheads()
     world = tp_size * pp_size
+    attn_tp = attn_tp_size or tp_size
     if len(gpus) < world:
         raise ValueError(f"need {world} GPUs, got {len(gpus)}")
     layers_split = pp_layer_split(shape.num_layers, pp_size)
-    weights = weights_total_bytes // world
+    all_weights = weights_total_bytes // world
+    # the draft (MTP) layers ship in the same checkpoint: the target loads the rest, the draft runner these
+    draft_weights = all_weights * draft_layers // (shape.num_layers + draft_layers) if draft_layers else 0
+    weights = all_weights - draft_weights
     ranks: list[RankMemory] = []
     for r in range(world):
         g = gpus[r]
@@ -376,6 +417,7 @@ def plan_group(
                 nccl=nccl,
                 free_pre_load=free_start - nccl,
                 weights=weights,
+                draft_weights=draft_weights,
             )
         )
     plan = GroupPlan(
@@ -401,7 +443,9 @@ def plan_group(
         rm.pre_load_gib = pre_load_gib
         rm.avail_gib = avail_gib
         rm.rest_gib = avail_gib - pre_load_gib * (1 - mem_fraction_static)
-        rm.cell = cell_size(shape, tp_size, kv_cache_dtype, rm.num_layers)
+        rm.cell = cell_size(shape, attn_tp, kv_cache_dtype, rm.num_layers)
+        if draft_layers and draft_budgeted:
+            rm.cell = int(rm.cell * (1 + draft_layers / rm.num_layers))
         rm.profiled_tokens = profile_max_num_token(avail_gib, pre_load_gib, mem_fraction_static, rm.cell)
         stage_tokens.append(rm.profiled_tokens)
     tokens = min(stage_tokens)  # all-reduce MIN across ranks / PP stages
@@ -426,7 +470,7 @@ def plan_group(
     for rm in ranks:
         rm.max_total_num_tokens = tokens
         rm.pool_k, rm.pool_v = pool_sizes(
-            shape, tp_size, kv_cache_dtype, tokens, page_size=page_size, num_layers=rm.num_layers
+            shape, attn_tp, kv_cache_dtype, tokens, page_size=page_size, num_layers=rm.num_layers
         )
         rm.misc = int(ov.pool_misc_mib * MiB)
         rm.free_after_pool = rm.free_after_weights - rm.pool_total - rm.misc
@@ -457,4 +501,26 @@ def plan_group(
                 break
         rm.graph_used = used
         rm.free_after_graph = free
+    if draft_layers and not plan.capture_oom:
+        for rm in ranks:
+            _plan_draft(rm, shape, (attn_tp, kv_cache_dtype, tokens, page_size, draft_layers), plan.capture_bs, ov)
+            plan.draft_oom = plan.draft_oom or rm.draft_oom is not None
     return plan
+
+
+def _plan_draft(rm, shape, pool, capture_bs, ov) -> None:
+    """The draft runner of one rank: its weights, a draft_layers-layer pool of the target's tokens, its graphs.
+    pool: (attn_tp, kv_cache_dtype, tokens, page_size, draft_layers)."""
+    attn_tp, kv_cache_dtype, tokens, page_size, draft_layers = pool
+    free = rm.free_after_graph if rm.capture_bs else rm.free_after_pool
+    rm.free_after_draft_weights = free - rm.draft_weights
+    rm.draft_pool_k, rm.draft_pool_v = pool_sizes(
+        shape, attn_tp, kv_cache_dtype, tokens, page_size=page_size, num_layers=draft_layers
+    )
+    need = rm.draft_pool_k + rm.draft_pool_v
+    if need > rm.free_after_draft_weights:
+        rm.draft_oom = OomEvent("draft_pool", alloc=need, free=max(rm.free_after_draft_weights, 0), allocated=0)
+        return
+    rm.free_after_draft_pool = rm.free_after_draft_weights - need
+    rm.draft_graph = int(len(capture_bs) * ov.graph_per_graph_mib * MiB)
+    rm.free_after_draft_graph = rm.free_after_draft_pool - rm.draft_graph

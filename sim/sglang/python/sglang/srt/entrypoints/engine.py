@@ -83,13 +83,20 @@ def launch_subprocesses(server_args, system, model_config, faults):
     per_node = max(1, world // nnodes)
     if nnodes > 1:
         ranks = [(None, r) for r in range(server_args.node_rank * per_node, (server_args.node_rank + 1) * per_node)]
+    elif server_args.enable_dp_attention and server_args.dp_size > 1:
+        # DP attention: one TP group of tp_size ranks; rank r serves attention replica r // (tp / dp)
+        # (data_parallel_controller.py launches the group once; scheduler.py prefixes " DP{dp_rank}")
+        attn_tp = max(1, server_args.tp_size // server_args.dp_size)
+        ranks = [(r // attn_tp, r) for r in range(world)]
     else:
         dps = range(server_args.dp_size) if server_args.dp_size > 1 else [None]
         ranks = [(d, r) for d in dps for r in range(world)]
+    dp_attention = server_args.enable_dp_attention and server_args.dp_size > 1
     conns, procs = [], []
     for dp_rank, r in ranks:
-        group = _group_gpus(system, server_args, dp_rank or 0)
-        local = ((dp_rank or 0) * world + r) if nnodes <= 1 else r % per_node
+        replica = 0 if dp_attention else (dp_rank or 0)
+        group = _group_gpus(system, server_args, replica)
+        local = (replica * world + r) if nnodes <= 1 else r % per_node
         ordinal = server_args.base_gpu_id + local * server_args.gpu_id_step
         parent_conn, child_conn = ctx.Pipe(duplex=True)
         proc = ctx.Process(

@@ -30,17 +30,27 @@ class KVCache:
 
 class MHATokenToKVPool(KVCache):
     def _finalize_allocation_log(self, num_tokens: int) -> None:
-        dtype = f"dtype: {self.dtype}, " if self.family == FAMILY_0514 else ""
-        logger.info(
-            f"KV Cache is allocated. {dtype}#tokens: {num_tokens}, K size: {self.k_bytes / GB:.2f} GB, "
-            f"V size: {self.v_bytes / GB:.2f} GB"
-        )
+        k_size_GB, v_size_GB = self.k_bytes / GB, self.v_bytes / GB
+        if self.family == FAMILY_0514:  # 0.5.14 adds the dtype
+            logger.info(
+                f"KV Cache is allocated. dtype: {self.dtype}, #tokens: {num_tokens}, K size: {k_size_GB:.2f} GB, "
+                f"V size: {v_size_GB:.2f} GB"
+            )
+        else:  # 0.5.9 mem_cache/memory_pool.py:652
+            logger.info(
+                f"KV Cache is allocated. #tokens: {num_tokens}, K size: {k_size_GB:.2f} GB, V size: {v_size_GB:.2f} GB"
+            )
 
 
 class MLATokenToKVPool(KVCache):
     def _finalize_allocation_log(self, num_tokens: int) -> None:
-        dtype = f"dtype: {self.dtype}, " if self.family == FAMILY_0514 else ""
-        logger.info(f"KV Cache is allocated. {dtype}#tokens: {num_tokens}, KV size: {self.k_bytes / GB:.2f} GB")
+        kv_size_GB = self.k_bytes / GB
+        if self.family == FAMILY_0514:
+            logger.info(
+                f"KV Cache is allocated. dtype: {self.dtype}, #tokens: {num_tokens}, KV size: {kv_size_GB:.2f} GB"
+            )
+        else:  # 0.5.9 mem_cache/memory_pool.py:658
+            logger.info(f"KV Cache is allocated. #tokens: {num_tokens}, KV size: {kv_size_GB:.2f} GB")
 
 
 class NSATokenToKVPool(MLATokenToKVPool):

@@ -51,6 +51,7 @@ class ModelRunner:
         self.mem: sim_memory.RankMemory | None = None
         self.graph_runner = None
         self.timing = {}
+        self.draft_layers = self._draft_layers()
 
         sim_gpu.set_device(gpu_ordinal)
         self.gpu = system.gpus[gpu_ordinal]
@@ -58,6 +59,8 @@ class ModelRunner:
         self.load_model()
         self.init_memory_pool()
         self.init_device_graphs()
+        if self.draft_layers:
+            self.init_draft_runner()
 
     # -------------------------------------------------------------------------------------------------------------
     def _phase(self, name: str) -> None:
@@ -68,6 +71,26 @@ class ModelRunner:
     def _world(self) -> int:
         return self.tp_size * self.pp_size
 
+    def _draft_layers(self) -> int:
+        """Layers of the draft model: the draft config's num_nextn_predict_layers, else its num_hidden_layers."""
+        sa = self.server_args
+        if sa.speculative_algorithm in (None, "NGRAM"):
+            return 0
+        path = sa.speculative_draft_model_path or self.model_config.model_path
+        if path == self.model_config.model_path:
+            cfg = self.model_config.hf_config
+        else:
+            import json
+            import os
+
+            with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
+                cfg = json.load(fh)
+        return int(cfg.get("num_nextn_predict_layers") or cfg.get("num_hidden_layers") or 1)
+
+    def _attn_tp_size(self) -> int:
+        sa = self.server_args
+        return self.tp_size // sa.dp_size if sa.enable_dp_attention and sa.dp_size > 1 else self.tp_size
+
     def init_torch_distributed(self) -> None:
         tic = time.monotonic()
         logger.info("Init torch distributed begin.")
@@ -75,7 +98,7 @@ class ModelRunner:
         if self.faults.find("nccl", "started") is not None:
             raise sim_gpu.DistBackendError(NCCL_ERROR_TEXT)
         if self._world() > 1 and self.tp_rank == 0 and self.pp_rank == 0:
-            logger.info(f"sglang is using nccl=={NCCL_VERSION}")
+            logger.info("sglang is using nccl==%s", NCCL_VERSION)
         if self.tp_size > 2 and not self.system.nvswitch and not self.server_args.disable_custom_all_reduce:
             logger.warning(
                 "Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
@@ -91,10 +114,9 @@ class ModelRunner:
         min_per_gpu_memory = round(min(frees) / GiB, 2)
         local_gpu_memory = round(local / GiB, 2)
         if min_per_gpu_memory < local_gpu_memory * 0.9:
-            logger.warning(
-                "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
-                f"{min_per_gpu_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}"
-            )
+            msg = "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+            msg += f"{min_per_gpu_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}"
+            logger.warning(msg)
 
     def load_model(self) -> None:
         sa = self.server_args
@@ -120,6 +142,9 @@ class ModelRunner:
             cuda_graph_bs=sa.cuda_graph_bs,
             disable_cuda_graph=sa.disable_cuda_graph,
             overheads=ov,
+            attn_tp_size=self._attn_tp_size(),
+            draft_layers=self.draft_layers,
+            draft_budgeted=self.family == FAMILY_0514,
         )
         self.mem = self.plan.ranks[self.rank]
         DefaultModelLoader(checkpoint).load_model(
@@ -143,8 +168,9 @@ class ModelRunner:
                 f"avail mem={m.free_after_weights / GiB:.2f} GB, mem usage={m.weights / GiB:.2f} GB."
             )
         else:
+            dtype = f"torch.{self.model_config.dtype}"
             logger.info(
-                f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, dtype=torch.{self.model_config.dtype}, "
+                f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, dtype={dtype}, "
                 f"avail mem={m.free_after_weights / GiB:.2f} GB, mem usage={m.weights / GiB:.2f} GB."
             )
         self._phase("weights_loaded")
@@ -188,31 +214,134 @@ class ModelRunner:
         logger.info(f"Memory pool end. avail mem={m.free_after_pool / GiB:.2f} GB")
         self._phase("memory_pool_ready")
 
+    def _prefill_graphs_on(self) -> bool:
+        """0.5.14+: prefill graphs (backend tc_piecewise) unless speculative decoding, DP attention or PP is on."""
+        sa = self.server_args
+        return (
+            self.family == FAMILY_0514
+            and sa.speculative_algorithm is None
+            and not sa.enable_dp_attention
+            and self.pp_size == 1
+            and not getattr(sa, "disable_piecewise_cuda_graph", False)
+        )
+
+    def init_prefill_graphs(self) -> None:
+        """The 0.5.14 prefill capture (model_runner.py init_prefill_cuda_graphs): its own begin/end lines and memory
+        (a simulation constant per captured token size, taken from what the decode capture would have had)."""
+        sa = self.server_args
+        m = self.mem
+        max_tokens = 2048 if self.model_config.is_mla else sa.chunked_prefill_size
+        sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64)]
+        sizes = [t for t in [*sizes, *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)] if t <= max_tokens]
+        tic = time.monotonic()
+        before = m.free_after_pool / GiB
+        capture_name, prefill_backend = "target prefill", "tc_piecewise"
+        logger.info(
+            f"Capture {capture_name} CUDA graph begin. backend={prefill_backend}, num_tokens={sizes}, "
+            f"avail mem={before:.2f} GB"
+        )
+        used = int(len(sizes) * self.overheads.graph_per_graph_mib * MiB)
+        m.free_after_pool -= used
+        m.free_after_graph -= used
+        sim_sleep(0.01 * len(sizes))
+        logger.info(
+            f"Capture {capture_name} CUDA graph end. elapsed={time.monotonic() - tic:.2f} s, "
+            f"mem usage={used / GiB:.2f} GB, avail mem={m.free_after_pool / GiB:.2f} GB."
+        )
+
     def init_device_graphs(self) -> None:
         if self.server_args.disable_cuda_graph:
             return
         m = self.mem
+        if self._prefill_graphs_on():
+            self.init_prefill_graphs()
         tic = time.monotonic()
         before = m.free_after_pool / GiB
+        # 0.5.9 model_runner.py "Capture {capture_name} begin..." / 0.5.14 "Capture {role} {capture_name} begin..."
         if self.family == FAMILY_0514:
+            role, capture_name, backend, tokens_per_bs = "target", "decode CUDA graph", "full", 1
             logger.info(
-                f"Capture target decode CUDA graph begin. backend=full, num_tokens_per_bs=1, bs={m.capture_bs}, "
-                f"avail mem={before:.2f} GB"
+                f"Capture {role} {capture_name} begin. backend={backend}, num_tokens_per_bs={tokens_per_bs}, "
+                f"bs={m.capture_bs}, avail mem={before:.2f} GB"
             )
         else:
-            logger.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem={before:.2f} GB")
+            capture_name = "cuda graph"
+            logger.info(f"Capture {capture_name} begin. This can take up to several minutes. avail mem={before:.2f} GB")
         self.faults.at("cuda_graph_capturing")
         self.graph_runner = CudaGraphRunner(self)
         after = m.free_after_graph / GiB
         elapsed = time.monotonic() - tic
         if self.family == FAMILY_0514:
             logger.info(
-                f"Capture target decode CUDA graph end. elapsed={elapsed:.2f} s, mem usage={before - after:.2f} GB, "
+                f"Capture {role} {capture_name} end. elapsed={elapsed:.2f} s, mem usage={before - after:.2f} GB, "
                 f"avail mem={after:.2f} GB."
             )
         else:
             logger.info(
-                f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={before - after:.2f} GB. "
+                f"Capture {capture_name} end. Time elapsed: {elapsed:.2f} s. mem usage={before - after:.2f} GB. "
                 f"avail mem={after:.2f} GB."
             )
         self._phase("cuda_graph_captured")
+
+    def init_draft_runner(self) -> None:
+        """The speculative draft runner, built after the target: its own weight, pool and graph lines (0.5.9
+        eagle_worker.py / 0.5.14 eagle_worker_v2.py), on the same rank prefix."""
+        m = self.mem
+        cls = self.model_config.architecture + "NextN"
+        begin = (m.free_after_graph if m.capture_bs else m.free_after_pool) / GiB
+        logger.info(f"Load weight begin. avail mem={begin:.2f} GB")
+        sim_sleep(0.1)
+        if m.draft_oom is not None:
+            raise sim_gpu.OutOfMemoryError(
+                f"CUDA out of memory. Tried to allocate {m.draft_oom.alloc / GiB:.2f} GiB. GPU {self.gpu_ordinal} has "
+                f"a total capacity of {m.total / GiB:.2f} GiB of which {m.draft_oom.free / MiB:.2f} MiB is free."
+            )
+        after_weights = m.free_after_draft_weights / GiB
+        elapsed = 0.1
+        if self.family == FAMILY_0514:
+            quant = ""
+            logger.info(
+                f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, {quant}avail mem={after_weights:.2f} GB, "
+                f"mem usage={m.draft_weights / GiB:.2f} GB."
+            )
+        else:
+            dtype = f"torch.{self.model_config.dtype}"
+            logger.info(
+                f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, dtype={dtype}, "
+                f"avail mem={after_weights:.2f} GB, mem usage={m.draft_weights / GiB:.2f} GB."
+            )
+        shape = self.model_config.shape
+        dtype = sim_memory.kv_torch_dtype(self.server_args.kv_cache_dtype, shape.dtype)
+        pool_cls = {"mha": MHATokenToKVPool, "mla": MLATokenToKVPool, "dsa": NSATokenToKVPool}[shape.attention]
+        pool_cls(
+            self.plan.max_total_num_tokens,
+            page_size=self.server_args.page_size,
+            dtype=dtype,
+            k_bytes=m.draft_pool_k,
+            v_bytes=m.draft_pool_v,
+            family=self.family,
+        )
+        logger.info(f"Memory pool end. avail mem={m.free_after_draft_pool / GiB:.2f} GB")
+        if self.server_args.disable_cuda_graph:
+            return
+        before, after = m.free_after_draft_pool / GiB, m.free_after_draft_graph / GiB
+        if self.family == FAMILY_0514:
+            if self.tp_rank == 0:  # log_info_on_rank0 (0.5.14 eagle_worker_v2.py:393-409)
+                decode_backend, topk = "full", 1
+                logger.info(
+                    f"Capture draft decode CUDA graph begin. backend={decode_backend}, num_tokens_per_bs={topk}, "
+                    f"bs={m.capture_bs}, avail mem={before:.2f} GB"
+                )
+                logger.info(
+                    f"Capture draft decode CUDA graph end. elapsed={elapsed:.2f} s, "
+                    f"mem usage={(before - after):.2f} GB, avail mem={after:.2f} GB."
+                )
+        else:  # 0.5.9 eagle_worker.py:248-257
+            logger.info(
+                f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={before:.2f} GB"
+            )
+            logger.info(
+                f"Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={(before - after):.2f} GB. "
+                f"avail mem={after:.2f} GB."
+            )
+        sim_sleep(0.1)
