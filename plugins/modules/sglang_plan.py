@@ -69,6 +69,7 @@ options:
     type: dict
 attributes:
   check_mode:
+    description: Can run in check_mode and return the same plan (the module only reads files in either mode).
     support: full
 """
 
