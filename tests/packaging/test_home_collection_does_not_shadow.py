@@ -53,6 +53,19 @@ def decoy_state(home: Path) -> dict:
     return tree_fingerprint(home / ".ansible" / "collections")
 
 
+def files_outside_molecule_ephemeral(home: Path) -> list[str]:
+    """Files under ``home`` other than the decoy, the ansible-test link and molecule's ~/.ansible/tmp/molecule.*."""
+    out = []
+    for f in home.rglob("*"):
+        parts = f.relative_to(home).parts
+        if f.is_dir() or parts[:2] in ((".ansible", "collections"), (".ansible", "test")):
+            continue
+        if parts[:2] == (".ansible", "tmp") and len(parts) > 2 and parts[2].startswith("molecule."):
+            continue
+        out.append("/".join(parts))
+    return sorted(out)
+
+
 # How make test's pieces configure Ansible: the Makefile's exports, the node tests (ANSIBLE_* removed, ANSIBLE_CONFIG
 # set), and a user inside the checkout (ansible.cfg found in the working directory).
 SETUPS = {
@@ -88,6 +101,8 @@ def test_molecule_uses_the_checkout_and_leaves_home_collections_alone(decoy_home
         assert f"playbook: {ROOT}/molecule/{s}/converge.yml" in out, s
     assert decoy_state(decoy_home) == before  # molecule's prerun would have installed the checkout over it
     assert "Performing prerun" not in out
+    # and it wrote no file in the home outside its own ephemeral directories (~/.ansible/tmp/molecule.*)
+    assert files_outside_molecule_ephemeral(decoy_home) == []
 
 
 def test_sanity_uses_the_checkout_and_leaves_home_collections_alone(decoy_home):
