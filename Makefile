@@ -1,6 +1,6 @@
 # llmops.sglang — every entry point a developer, CI or a user needs.
 #   make demo    set up, boot a simulated 8 x RTX PRO 6000 node, run site.yml on it, show the result
-#   make test    set up, lint, unit tests, molecule scenarios (what .ci/run runs)
+#   make test    set up, lint, ansible-test sanity, unit tests, molecule scenarios (what .ci/run runs)
 #   make quick   lint + unit tests only (seconds; for iterating)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -68,6 +68,7 @@ molecule: setup
 test: setup
 	@t0=$$SECONDS; \
 	$(MAKE) --no-print-directory lint; \
+	$(MAKE) --no-print-directory sanity; \
 	bash scripts/pytest-run tests; \
 	$(MAKE) --no-print-directory molecule; \
 	echo "make test: passed in $$((SECONDS - t0)) s (after setup)"
@@ -82,7 +83,7 @@ demo-down:
 sim-clean:
 	sim/node teardown --all
 
-sanity: venv
+sanity: venv ## ansible-test sanity on the built collection (scripts/ansible-test-sanity)
 	@bash scripts/ansible-test-sanity
 
 bench: venv ## prints the figures; exits non-zero when a target is missed

@@ -114,6 +114,9 @@ notes:
   - Check mode resolves and lists (read-only requests) and reports what would be downloaded.
 attributes:
   check_mode:
+    description:
+      - Can run in check_mode. It resolves the revision and lists the files (read-only requests), reports what would
+        be downloaded or removed, and writes nothing.
     support: full
 """
 
