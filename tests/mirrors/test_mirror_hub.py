@@ -4,6 +4,8 @@ import hashlib
 import json
 import subprocess
 import sys
+import urllib.parse
+from http.client import HTTPConnection
 
 import pytest
 from _mirror_util import clean_env, control, http
@@ -93,10 +95,21 @@ def test_resolve_headers_and_range(built, server):
     sha = meta["refs"]["main"]
     entry = next(f for f in meta["commits"][sha]["files"] if f["path"].endswith(".safetensors"))
     url = f"{server['hf']}/{REPO}/resolve/main/{entry['path']}"
-    status, headers, _ = http(url, "HEAD")
-    assert status == 200
+    # An LFS file: 302 to the storage host (another origin) with the object's metadata on the redirect itself.
+    u = urllib.parse.urlsplit(url)
+    conn = HTTPConnection(u.netloc, timeout=10)
+    conn.request("HEAD", u.path)
+    resp = conn.getresponse()
+    headers = dict(resp.headers)
+    conn.close()
+    assert resp.status == 302
     assert headers["X-Repo-Commit"] == sha
-    assert headers["ETag"] == f'"{entry["lfs"]["oid"]}"'
+    assert headers["X-Linked-Etag"] == f'"{entry["lfs"]["oid"]}"' and headers["X-Linked-Size"] == str(entry["size"])
+    assert headers["ETag"] == f'"{entry["oid"]}"'  # the pointer's git oid, as on the real hub
+    location = urllib.parse.urlsplit(headers["Location"])
+    assert location.netloc != u.netloc and location.netloc == urllib.parse.urlsplit(server["cdn"]).netloc
+    status, headers, _ = http(url, "HEAD")  # urllib follows the redirect: the storage host's answer
+    assert status == 200 and headers["ETag"] == f'"{entry["lfs"]["oid"]}"'
     assert headers["Content-Length"] == str(entry["size"]) and headers["Accept-Ranges"] == "bytes"
     assert "X-Xet-Hash" not in headers
     status, headers, body = http(url, headers={"Range": "bytes=100-"})
@@ -147,6 +160,13 @@ def test_gated_repo_needs_a_token(built, server, tmp_path):
     assert denied["error"] == "GatedRepoError", denied
     status, headers, _ = http(f"{server['hf']}/{GATED}/resolve/main/config.json", "HEAD")
     assert status == 401 and headers["X-Error-Code"] == "GatedRepo"
+    # listed openly, as on the real hub; a known token whose account did not accept the terms gets 403
+    status, _, body = http(f"{server['hf']}/api/models/{GATED}/tree/main?recursive=true")
+    assert status == 200 and json.loads(body)
+    no_access = {"Authorization": "Bearer hf_no_access_token"}
+    status, headers, _ = http(f"{server['hf']}/{GATED}/resolve/main/config.json", "HEAD", headers=no_access)
+    assert status == 403 and headers["X-Error-Code"] == "GatedRepo"
+    assert download(server["hf"], tmp_path, repo_id=GATED, token="hf_no_access_token")["error"] == "GatedRepoError"
     wrong = download(server["hf"], tmp_path, repo_id=GATED, token="hf_wrong")
     assert "error" in wrong
     ok = download(server["hf"], tmp_path, repo_id=GATED, token="hf_test_token")

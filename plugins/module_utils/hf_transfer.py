@@ -1,0 +1,492 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see galaxy.yml)
+"""Parallel, segmented, resumable file transfers with in-order verification (used by the ``hf_snapshot`` module).
+
+One job per file. A file larger than ``segment_bytes`` is split into byte ranges (segments); ``connections`` worker
+threads take segments in file order, each over its own keep-alive HTTP connection, and write with ``os.pwrite`` into
+``PARTIAL/PATH.incomplete``. Memory is bounded: one ``CHUNK`` buffer per worker, nothing else is held.
+
+Resume: ``PARTIAL/PATH.incomplete.json`` records, per segment, the bytes written and (once finished) the sha256 of the
+segment's bytes. It is saved at most every ``SAVE_EVERY`` seconds and always when the transfer stops, and only after
+the data it describes has been written (``fdatasync``), so it never claims more than is on disk. A later run continues
+each segment where it stopped and never fetches a finished segment again.
+
+Verification: one hash thread follows each file's contiguous finished prefix in file order, reading back what the
+workers wrote (page cache) into the file's hasher (sha256 of the LFS oid, or the git blob sha1). When the whole file
+is hashed it must equal the listing's digest, else the segments are checked against their own recorded sha256: a
+segment whose bytes changed on disk is fetched again; if none changed, the server sent wrong bytes and the partial
+file is removed. Only a file whose digest matched is moved into place.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type
+
+import errno
+import hashlib
+import http.client
+import json
+import os
+import threading
+import time
+import urllib.parse
+
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
+    CHUNK,
+    HubError,
+    new_hasher,
+    retry_delay,
+)
+
+SAVE_EVERY = 5.0
+MAX_REDIRECTS = 5
+ERROR_BODY = 64 * 1024
+
+
+def plan_segments(size, segment_bytes):
+    """[[start, end, done, sha256-or-None], ...] covering [0, size); one segment when segment_bytes <= 0."""
+    if size <= 0:
+        return [[0, 0, 0, None]]
+    step = size if segment_bytes <= 0 else segment_bytes
+    return [[s, min(s + step, size), 0, None] for s in range(0, size, step)]
+
+
+def load_state(path, want, segment_bytes):
+    """The saved segments of a partial file when they belong to ``want`` (digest, size) and are sane, else None."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            st = json.load(f)
+        segs = st["segments"]
+        if st.get("want") != want:
+            return None
+        pos = 0
+        for s in segs:
+            start, end, done = int(s[0]), int(s[1]), int(s[2])
+            if start != pos or end < start or not 0 <= done <= end - start:
+                return None
+            pos = end
+        if pos != want["size"]:
+            return None
+        return [[int(s[0]), int(s[1]), int(s[2]), s[3] if int(s[2]) == int(s[1]) - int(s[0]) else None] for s in segs]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def save_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+class Fetcher:
+    """One worker's HTTP: keep-alive connections per host, redirects followed by hand (Authorization only to the
+    endpoint's host), the final location of each URL remembered so later ranges skip the redirect."""
+
+    def __init__(self, auth_netloc, token, timeout, ssl_context=None, user_agent="llmops"):
+        self.auth_netloc = auth_netloc
+        self.token = token
+        self.timeout = timeout
+        self.ssl_context = ssl_context
+        self.user_agent = user_agent
+        self.conns = {}
+        self.requests = 0
+
+    def close(self):
+        for c in self.conns.values():
+            c.close()
+        self.conns = {}
+
+    def _conn(self, scheme, netloc):
+        key = (scheme, netloc)
+        c = self.conns.get(key)
+        if c is None:
+            if scheme == "https":
+                c = http.client.HTTPSConnection(netloc, timeout=self.timeout, context=self.ssl_context)
+            else:
+                c = http.client.HTTPConnection(netloc, timeout=self.timeout)
+            self.conns[key] = c
+        return c
+
+    def _drop(self, scheme, netloc):
+        c = self.conns.pop((scheme, netloc), None)
+        if c is not None:
+            c.close()
+
+    def get(self, url, headers):
+        """(response, final_url) for a GET; raises HubError for HTTP >= 400 (with Retry-After) and network errors."""
+        for _hop in range(MAX_REDIRECTS + 1):
+            u = urllib.parse.urlsplit(url)
+            if u.scheme not in ("http", "https") or not u.netloc:
+                raise HubError("cannot fetch %s: not an http(s) URL" % url)
+            h = {"User-Agent": self.user_agent, "Accept-Encoding": "identity"}
+            h.update(headers)
+            if self.token and u.netloc == self.auth_netloc:
+                h["Authorization"] = "Bearer " + self.token
+            target = u.path + ("?" + u.query if u.query else "")
+            resp = None
+            for fresh in (False, True):  # a kept-alive connection the server closed: one immediate reconnect
+                c = self._conn(u.scheme, u.netloc)
+                try:
+                    self.requests += 1
+                    c.request("GET", target or "/", headers=h)
+                    resp = c.getresponse()
+                    break
+                except (http.client.HTTPException, OSError) as exc:
+                    self._drop(u.scheme, u.netloc)
+                    if fresh:
+                        raise HubError("cannot reach %s: %s" % (url, exc)) from None
+            if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
+                resp.read()
+                url = urllib.parse.urljoin(url, resp.getheader("Location"))
+                continue
+            if resp.status >= 400:
+                code = resp.getheader("X-Error-Code")
+                message = resp.getheader("X-Error-Message")
+                retry_after = resp.getheader("Retry-After")
+                try:
+                    resp.read(ERROR_BODY)
+                finally:
+                    self._drop(u.scheme, u.netloc)
+                raise HubError(
+                    "%s answered HTTP %d%s%s"
+                    % (url, resp.status, " (%s)" % code if code else "", ": %s" % message if message else ""),
+                    status=resp.status,
+                    code=code,
+                    retry_after=retry_after,
+                )
+            return resp, url
+        raise HubError("%s: more than %d redirects" % (url, MAX_REDIRECTS))
+
+
+class FileJob:
+    def __init__(self, rel, url, want, part, segment_bytes):
+        self.rel, self.url, self.want, self.part = rel, url, want, part
+        self.state_path = part + ".json"
+        saved = load_state(self.state_path, want, segment_bytes) if os.path.exists(part) else None
+        self.segments = saved or plan_segments(want["size"], segment_bytes)
+        self.resumed_from = sum(s[2] for s in self.segments) if saved else 0
+        self.location = None  # final URL after redirects (shared by this file's segments)
+        self.fd = None
+        self.dirty = False
+        self.verified = False
+        self.failed = None
+
+    def done_bytes(self):
+        return sum(s[2] for s in self.segments)
+
+    def prefix(self):
+        """Bytes from 0 that are written without a gap."""
+        n = 0
+        for s in self.segments:
+            n += s[2]
+            if s[2] < s[1] - s[0]:
+                break
+        return n
+
+    def open(self):
+        if self.fd is None:
+            d = os.path.dirname(self.part)
+            if not os.path.isdir(d):
+                os.makedirs(d, mode=0o755, exist_ok=True)
+            if not os.path.exists(self.part):
+                for s in self.segments:
+                    s[2], s[3] = 0, None
+            self.fd = os.open(self.part, os.O_RDWR | os.O_CREAT, 0o644)
+        return self.fd
+
+    def save(self):
+        if self.fd is not None and self.dirty:
+            os.fdatasync(self.fd)
+        save_json(self.state_path, {"want": self.want, "segments": self.segments})
+        self.dirty = False
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class Transfer:
+    """Run ``jobs`` with ``connections`` workers until all are verified, ``stop_at`` passes or an error stops them."""
+
+    def __init__(self, jobs, *, connections, retries, fetcher_factory, stop_at=None, on_tick=None, sleep=time.sleep):
+        self.jobs = jobs
+        self.connections = max(1, connections)
+        self.retries = retries
+        self.fetcher_factory = fetcher_factory
+        self.stop_at = stop_at
+        self.on_tick = on_tick
+        self.sleep = sleep
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.stop = threading.Event()
+        self.error = None
+        self.queue = [(j, i) for j in jobs for i, s in enumerate(j.segments) if s[2] < s[1] - s[0]]
+        self.active = 0
+        self.bytes_fetched = 0
+        self.hash_seconds = 0.0
+        self.refetched = []
+        self.requests = 0
+        self.save_soon = False
+
+    # ---------------------------------------------------------------------------------------------- workers
+    def _fail(self, exc):
+        with self.cond:
+            if self.error is None:
+                self.error = exc
+            self.stop.set()
+            self.cond.notify_all()
+
+    def _next(self):
+        with self.cond:
+            while not self.stop.is_set():
+                if self.queue:
+                    return self.queue.pop(0)
+                if not self.active and all(j.verified or j.failed for j in self.jobs):
+                    return None
+                self.cond.wait(0.2)  # segments may come back after a failed verification
+        return None
+
+    def _worker(self):
+        fetcher = self.fetcher_factory()
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        try:
+            while True:
+                item = self._next()
+                if item is None:
+                    return
+                with self.cond:
+                    self.active += 1
+                try:
+                    self._segment(fetcher, item[0], item[1], view)
+                except HubError as exc:
+                    self._fail(exc)
+                except OSError as exc:
+                    self._fail(_disk_error(exc, item[0]))
+                finally:
+                    with self.cond:
+                        self.active -= 1
+                        self.cond.notify_all()
+        finally:
+            with self.lock:
+                self.requests += fetcher.requests
+            fetcher.close()
+
+    def _segment(self, fetcher, job, idx, view):
+        seg = job.segments[idx]
+        start, end = seg[0], seg[1]
+        with self.lock:
+            fd = job.open()
+        hasher = hashlib.sha256()
+        if seg[2]:
+            _hash_range(fd, start, start + seg[2], hasher, view)
+        attempt = 0
+        relocated = False
+        while not self.stop.is_set():
+            pos = start + seg[2]
+            if pos >= end:
+                break
+            before = seg[2]
+            url = job.location or job.url
+            try:
+                whole = start == 0 and end == job.want["size"] and pos == 0
+                headers = {} if whole else {"Range": "bytes=%d-%d" % (pos, end - 1)}
+                resp, final = fetcher.get(url, headers)
+                with resp:
+                    if resp.status == 206:
+                        cr = resp.getheader("Content-Range") or ""
+                        if not cr.startswith("bytes %d-" % pos):
+                            raise HubError("%s answered Content-Range %r to Range bytes=%d-" % (url, cr, pos))
+                    elif resp.status != 200 or not whole:
+                        raise HubError(
+                            "%s answered HTTP %d to a byte-range request; set connections: 1 and segment_mib: 0 for "
+                            "a server without Range support" % (url, resp.status)
+                        )
+                    job.location = final
+                    while pos < end and not self.stop.is_set():
+                        n = resp.readinto(view[: min(CHUNK, end - pos)])
+                        if not n:
+                            break
+                        os.pwrite(fd, view[:n], pos)
+                        hasher.update(view[:n])
+                        pos += n
+                        with self.cond:
+                            seg[2] = pos - start
+                            job.dirty = True
+                            self.bytes_fetched += n
+                            self.cond.notify_all()
+                    if pos < end:
+                        fetcher.close()  # never reuse a connection in the middle of a body
+                        if not self.stop.is_set():
+                            raise http.client.IncompleteRead(b"", end - pos)
+                    else:
+                        resp.read()  # at the end of the body: the connection can serve the next range
+                        seg[3] = hasher.hexdigest()
+                        self.save_soon = True  # a finished segment is recorded within one tick
+            except HubError as exc:
+                if job.location and exc.status in (401, 403, 404, 410) and not relocated:
+                    job.location = None  # an expired redirect: ask the hub for a new one, once
+                    relocated = True
+                    continue
+                if not exc.retryable():
+                    raise
+                attempt = 1 if seg[2] > before else attempt + 1
+                if attempt > self.retries:
+                    raise HubError(
+                        "%s; %d bytes of %s are kept and the next run resumes from there"
+                        % (exc, job.done_bytes(), job.rel),
+                        status=exc.status,
+                        code=exc.code,
+                    ) from None
+                self._pause(retry_delay(exc, attempt))
+            except (http.client.HTTPException, ConnectionError, TimeoutError) as exc:
+                fetcher.close()
+                attempt = 1 if seg[2] > before else attempt + 1
+                if attempt > self.retries:
+                    raise HubError(
+                        "the transfer of %s stopped at byte %d of %d (%s); the finished bytes are kept and the next "
+                        "run resumes from there" % (job.rel, start + seg[2], job.want["size"], type(exc).__name__)
+                    ) from None
+                self._pause(retry_delay(None, attempt))
+
+    def _pause(self, delay):
+        if self.stop_at is not None:
+            delay = min(delay, max(0.0, self.stop_at - time.time()))
+        self.stop.wait(delay)
+
+    # ---------------------------------------------------------------------------------------------- hashing
+    def _hasher_thread(self, finish):
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        try:
+            for job in self.jobs:
+                self._verify(job, view)
+                if self.stop.is_set():
+                    return
+                finish(job)
+        except OSError as exc:
+            self._fail(_disk_error(exc, job))
+        except HubError as exc:
+            self._fail(exc)
+
+    def _verify(self, job, view):
+        want = job.want
+        hasher = new_hasher(want["kind"], want["size"])
+        hashed = 0
+        while not self.stop.is_set():
+            with self.cond:
+                ready = job.prefix()
+                if ready == hashed and hashed < want["size"]:
+                    self.cond.wait(0.5)
+                    continue
+                fd = job.open()
+            t0 = time.time()
+            _hash_range(fd, hashed, ready, hasher, view)
+            self.hash_seconds += time.time() - t0
+            hashed = ready
+            if hashed < want["size"]:
+                continue
+            if hasher.hexdigest() == want["digest"]:
+                job.verified = True
+                return
+            # Which segments changed on disk since they were written? Fetch those again; else the source is wrong.
+            bad = []
+            for i, s in enumerate(job.segments):
+                h = hashlib.sha256()
+                _hash_range(fd, s[0], s[1], h, view)
+                if s[3] is None or h.hexdigest() != s[3]:
+                    bad.append(i)
+            if not bad:
+                with self.cond:
+                    job.close()
+                    for p in (job.part, job.state_path):
+                        if os.path.exists(p):
+                            os.unlink(p)
+                raise HubError(
+                    "%s: %s is %s, the listing says %s; the partial file was removed, the next run downloads it again"
+                    % (job.url, want["kind"], hasher.hexdigest(), want["digest"])
+                )
+            with self.cond:
+                for i in bad:
+                    job.segments[i][2], job.segments[i][3] = 0, None
+                    self.queue.insert(0, (job, i))
+                self.refetched.append({"path": job.rel, "segments": bad})
+                job.dirty = True
+                self.cond.notify_all()
+            hasher = new_hasher(want["kind"], want["size"])
+            hashed = 0
+        return
+
+    # ---------------------------------------------------------------------------------------------- run
+    def run(self, finish):
+        """Download and verify; ``finish(job)`` is called (from the hash thread) for each verified file in order.
+        Returns True when every job is verified, False when stopped by ``stop_at``; raises HubError on failure."""
+        threads = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.connections)]
+        threads.append(threading.Thread(target=self._hasher_thread, args=(finish,), daemon=True))
+        for t in threads:
+            t.start()
+        last_save = time.time()
+        try:
+            while any(t.is_alive() for t in threads):
+                threads[-1].join(0.25)
+                now = time.time()
+                if self.stop_at is not None and now >= self.stop_at:
+                    self.stop.set()
+                    with self.cond:
+                        self.cond.notify_all()
+                if self.on_tick:
+                    self.on_tick(self)
+                if now - last_save >= SAVE_EVERY or self.save_soon:
+                    self.save_soon = False
+                    self._save_all()
+                    last_save = now
+                if not threads[-1].is_alive():
+                    self.stop.set()  # every file verified (or a failure): release the workers
+                    with self.cond:
+                        self.cond.notify_all()
+        finally:
+            self.stop.set()
+            for t in threads:
+                t.join()
+            self._save_all()
+        if self.error is not None:
+            raise self.error
+        return all(j.verified for j in self.jobs)
+
+    def _save_all(self):
+        with self.lock:
+            for j in self.jobs:
+                if j.verified or j.fd is None or not os.path.exists(j.part):
+                    continue
+                try:
+                    j.save()
+                except OSError as exc:
+                    if self.error is None:
+                        self.error = _disk_error(exc, j)
+
+    def done_bytes(self):
+        with self.lock:
+            return sum(j.done_bytes() for j in self.jobs)
+
+
+def _hash_range(fd, start, end, hasher, view):
+    pos = start
+    while pos < end:
+        n = os.preadv(fd, [view[: min(len(view), end - pos)]], pos)
+        if n <= 0:
+            raise OSError(errno.EIO, "short read at byte %d" % pos)
+        hasher.update(view[:n])
+        pos += n
+
+
+def _disk_error(exc, job):
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return HubError(
+            "the disk is full while writing %s (%s); free space on that file system and run again: the finished "
+            "segments are kept" % (job.part, os.strerror(exc.errno)),
+            code="DiskFull",
+        )
+    return HubError("cannot write %s: %s" % (job.part, exc.strerror or exc))
