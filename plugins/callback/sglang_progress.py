@@ -20,6 +20,8 @@ description:
     go to stderr so the JSON on stdout stays valid.
   - Retries (C(until)/C(retries) with the module's O(llmops.sglang.sglang_server#module:wait_budget)) arrive as
     C(v2_runner_retry) events, which carry the structured result while the task still runs.
+  - For C(llmops.sglang.hf_snapshot) it prints each slice's progress per host (files done, bytes, rate, ETA) and the
+    final line.
 requirements:
   - enable in ansible.cfg (C(callbacks_enabled = llmops.sglang.sglang_progress)) or ANSIBLE_CALLBACKS_ENABLED
 """
@@ -244,6 +246,9 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result):
         action = getattr(result.task, "action", None) or ""
         res = result.result
+        if action in DOWNLOAD_ACTIONS and isinstance(res, dict) and res.get("progress"):
+            self._emit("[model] %s: %s (done)" % (result.host.get_name(), res["progress"]))
+            return
         if action in PLAN_ACTIONS and isinstance(res, dict) and res.get("plan") and "retry" not in res:
             self._plans[result.host.get_name()] = res["plan"]  # the plan of the attempt that follows
             return

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import load_state, save_json
@@ -25,6 +26,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import l
 REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_.~+/=:-]*$")
 VERIFIED = "verified.json"
+PEER_FRESH = 300
 
 
 def _nearest_existing(path):
@@ -54,7 +56,7 @@ def check_inputs(p):
     for name, lo, hi in (("connections", 1, 64), ("retries", 0, 100), ("timeout", 1, 3600), ("segment_mib", 0, 65536)):
         if not lo <= p[name] <= hi:
             return "%s: expected an integer from %d to %d; found %s" % (name, lo, hi, p[name])
-    for name in ("wait_budget", "reserve_gib"):
+    for name in ("wait_budget", "reserve_gib", "peer_wait"):
         if not math.isfinite(p[name]) or p[name] < 0:
             return "%s: expected a finite number >= 0; found %s" % (name, p[name])
     dest = p["dest"]
@@ -108,7 +110,7 @@ def token_problem(token):
     other = [c for c in token if not TOKEN_CHARS.match(c) and c not in " \n\t\"'"]
     if other:
         kinds.append("%d other character(s) outside letters, digits and _.~+/=:-" % len(other))
-    return "the token (%d characters, not shown) contains %s" % (len(token), ", ".join(kinds))
+    return "found %d characters (not shown) with %s" % (len(token), ", ".join(kinds))
 
 
 # ------------------------------------------------------------------------------------------- verified-files record
@@ -144,3 +146,23 @@ def bytes_on_disk(dest, rel, want, segment_bytes):
         return 0
     segs = load_state(part + ".json", want, segment_bytes)
     return sum(s[2] for s in segs) if segs else 0
+
+
+def load_peer_progress(dest):
+    """When the peer last sent a byte, kept across the calls of one until/retries loop (so waiting for a stalled peer
+    is bounded); now when there is no record or it is older than PEER_FRESH seconds (an earlier, unrelated run)."""
+    now = time.time()
+    try:
+        with open(os.path.join(dest, PARTIAL_DIR, "peer.json"), encoding="utf-8") as f:
+            data = json.load(f)
+        if now - float(data["saved_at"]) <= PEER_FRESH:
+            return float(data["last_progress"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return now
+
+
+def save_peer_progress(dest, when):
+    root = os.path.join(dest, PARTIAL_DIR)
+    if os.path.isdir(root):
+        save_json(os.path.join(root, "peer.json"), {"last_progress": when, "saved_at": time.time()})

@@ -40,6 +40,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
 )
 
 SAVE_EVERY = 5.0
+MIN_SPLIT = 4 << 20  # a segment is split only when both halves keep at least this many bytes
+ALIGN = 1 << 20
 MAX_REDIRECTS = 5
 ERROR_BODY = 64 * 1024
 
@@ -211,25 +213,41 @@ class FileJob:
 class Transfer:
     """Run ``jobs`` with ``connections`` workers until all are verified, ``stop_at`` passes or an error stops them."""
 
-    def __init__(self, jobs, *, connections, retries, fetcher_factory, stop_at=None, on_tick=None, sleep=time.sleep):
+    def __init__(
+        self,
+        jobs,
+        *,
+        connections,
+        retries,
+        fetcher_factory,
+        stop_at=None,
+        on_tick=None,
+        split=True,
+        wait_missing=None,
+        last_progress=None,
+    ):
         self.jobs = jobs
         self.connections = max(1, connections)
         self.retries = retries
         self.fetcher_factory = fetcher_factory
         self.stop_at = stop_at
         self.on_tick = on_tick
-        self.sleep = sleep
+        self.split = split  # work stealing needs a source with Range support
+        self.wait_missing = wait_missing  # a peer still downloading: 404 means "not yet", for this many seconds
+        self.last_progress = last_progress or time.time()
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.stop = threading.Event()
         self.error = None
-        self.queue = [(j, i) for j in jobs for i, s in enumerate(j.segments) if s[2] < s[1] - s[0]]
+        self.queue = [(j, s) for j in jobs for s in j.segments if s[2] < s[1] - s[0]]
+        self.inflight = []  # (job, segment) being fetched: an idle worker may split the largest one
         self.active = 0
         self.bytes_fetched = 0
         self.hash_seconds = 0.0
         self.refetched = []
         self.requests = 0
         self.save_soon = False
+        self.splits = 0
 
     # ---------------------------------------------------------------------------------------------- workers
     def _fail(self, exc):
@@ -243,11 +261,39 @@ class Transfer:
         with self.cond:
             while not self.stop.is_set():
                 if self.queue:
-                    return self.queue.pop(0)
+                    item = self.queue.pop(0)
+                    self.inflight.append(item)
+                    self.active += 1
+                    return item
+                item = self._split() if self.split else None
+                if item is not None:
+                    self.inflight.append(item)
+                    self.active += 1
+                    return item
                 if not self.active and all(j.verified or j.failed for j in self.jobs):
                     return None
                 self.cond.wait(0.2)  # segments may come back after a failed verification
         return None
+
+    def _split(self):
+        """Work stealing (under the lock): halve the in-flight segment with the most bytes left, so no connection
+        idles while a large file's tail is fetched over one. The halves stay a contiguous partition of the file."""
+        best, left = None, 2 * MIN_SPLIT
+        for job, seg in self.inflight:
+            rest = seg[1] - seg[0] - seg[2]
+            if rest > left:
+                best, left = (job, seg), rest
+        if best is None:
+            return None
+        job, seg = best
+        mid = seg[0] + seg[2] + left // 2
+        mid -= mid % ALIGN if mid % ALIGN < mid - (seg[0] + seg[2]) else 0
+        new = [mid, seg[1], 0, None]
+        seg[1] = mid
+        job.segments.insert(job.segments.index(seg) + 1, new)
+        job.dirty = True
+        self.splits += 1
+        return job, new
 
     def _worker(self):
         fetcher = self.fetcher_factory()
@@ -258,8 +304,6 @@ class Transfer:
                 item = self._next()
                 if item is None:
                     return
-                with self.cond:
-                    self.active += 1
                 try:
                     self._segment(fetcher, item[0], item[1], view)
                 except HubError as exc:
@@ -269,15 +313,15 @@ class Transfer:
                 finally:
                     with self.cond:
                         self.active -= 1
+                        self.inflight = [x for x in self.inflight if x[1] is not item[1]]
                         self.cond.notify_all()
         finally:
             with self.lock:
                 self.requests += fetcher.requests
             fetcher.close()
 
-    def _segment(self, fetcher, job, idx, view):
-        seg = job.segments[idx]
-        start, end = seg[0], seg[1]
+    def _segment(self, fetcher, job, seg, view):
+        start = seg[0]
         with self.lock:
             fd = job.open()
         hasher = hashlib.sha256()
@@ -287,13 +331,13 @@ class Transfer:
         relocated = False
         while not self.stop.is_set():
             pos = start + seg[2]
-            if pos >= end:
+            if pos >= seg[1]:
                 break
             before = seg[2]
             url = job.location or job.url
             try:
-                whole = start == 0 and end == job.want["size"] and pos == 0
-                headers = {} if whole else {"Range": "bytes=%d-%d" % (pos, end - 1)}
+                whole = start == 0 and seg[1] == job.want["size"] and pos == 0
+                headers = {} if whole else {"Range": "bytes=%d-%d" % (pos, seg[1] - 1)}
                 resp, final = fetcher.get(url, headers)
                 with resp:
                     if resp.status == 206:
@@ -306,27 +350,45 @@ class Transfer:
                             "a server without Range support" % (url, resp.status)
                         )
                     job.location = final
-                    while pos < end and not self.stop.is_set():
-                        n = resp.readinto(view[: min(CHUNK, end - pos)])
+                    while pos < seg[1] and not self.stop.is_set():
+                        n = resp.readinto(view[: min(CHUNK, seg[1] - pos)])
                         if not n:
                             break
+                        with self.cond:
+                            n = min(n, seg[1] - pos)  # the segment may have been split meanwhile
+                        if n <= 0:
+                            break
+                        # A split leaves >= MIN_SPLIT (> CHUNK) bytes before the cut, so these bytes stay ours.
                         os.pwrite(fd, view[:n], pos)
                         hasher.update(view[:n])
                         pos += n
                         with self.cond:
                             seg[2] = pos - start
+                            self.last_progress = time.time()
                             job.dirty = True
                             self.bytes_fetched += n
                             self.cond.notify_all()
-                    if pos < end:
+                    if pos < seg[1]:
                         fetcher.close()  # never reuse a connection in the middle of a body
                         if not self.stop.is_set():
-                            raise http.client.IncompleteRead(b"", end - pos)
+                            raise http.client.IncompleteRead(b"", seg[1] - pos)
                     else:
-                        resp.read()  # at the end of the body: the connection can serve the next range
+                        if resp.length:
+                            fetcher.close()  # split while in flight: the rest of this body belongs to the other half
+                        else:
+                            resp.read()  # at the end of the body: the connection can serve the next range
                         seg[3] = hasher.hexdigest()
                         self.save_soon = True  # a finished segment is recorded within one tick
             except HubError as exc:
+                if exc.status == 404 and self.wait_missing is not None:
+                    waited = time.time() - self.last_progress
+                    if waited > self.wait_missing:
+                        raise HubError(
+                            "%s: the peer has not had %s for %d s (peer_wait); is the seed host still downloading?"
+                            % (url, job.rel, waited)
+                        ) from None
+                    self._pause(1.0)  # the peer has not verified this file yet
+                    continue
                 if job.location and exc.status in (401, 403, 404, 410) and not relocated:
                     job.location = None  # an expired redirect: ask the hub for a new one, once
                     relocated = True
@@ -394,10 +456,10 @@ class Transfer:
                 return
             # Which segments changed on disk since they were written? Fetch those again; else the source is wrong.
             bad = []
-            for i, s in enumerate(job.segments):
+            for i, seg in enumerate(job.segments):
                 h = hashlib.sha256()
-                _hash_range(fd, s[0], s[1], h, view)
-                if s[3] is None or h.hexdigest() != s[3]:
+                _hash_range(fd, seg[0], seg[1], h, view)
+                if seg[3] is None or h.hexdigest() != seg[3]:
                     bad.append(i)
             if not bad:
                 with self.cond:
@@ -412,7 +474,7 @@ class Transfer:
             with self.cond:
                 for i in bad:
                     job.segments[i][2], job.segments[i][3] = 0, None
-                    self.queue.insert(0, (job, i))
+                    self.queue.insert(0, (job, job.segments[i]))
                 self.refetched.append({"path": job.rel, "segments": bad})
                 job.dirty = True
                 self.cond.notify_all()

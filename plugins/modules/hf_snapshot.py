@@ -118,7 +118,13 @@ options:
     description:
       - Base URL of a peer that serves a complete snapshot directory of the same commit (C(PEER_URL/PATH)). File
         bytes come from there; the commit and every digest still come from the hub and every file is verified.
+      - The peer may still be downloading - a file it does not have yet (C(404)) is asked for again every second,
+        for up to O(peer_wait) seconds without progress.
     type: str
+  peer_wait:
+    description: With O(peer_url), seconds without any new byte from the peer before the call fails.
+    type: float
+    default: 1800
   timeout:
     description: Socket timeout in seconds for each request.
     type: int
@@ -249,8 +255,10 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
     bytes_on_disk,
     check_inputs,
+    load_peer_progress,
     load_verified,
     part_path,
+    save_peer_progress,
     save_verified,
     stamp,
     token_problem,
@@ -303,6 +311,7 @@ def argument_spec():
         connections=dict(type="int", default=8),
         segment_mib=dict(type="int", default=64),
         peer_url=dict(type="str"),
+        peer_wait=dict(type="float", default=1800),
         timeout=dict(type="int", default=60),
         reserve_gib=dict(type="float", default=1.0),
         validate_certs=dict(type="bool", default=True),
@@ -373,7 +382,7 @@ def run_module():
         where = "%s in %s" % (p["token_env_name"], p["token_file"]) if p["token_file"] else "token"
         module.fail_json(
             msg="%s: expected one line of token characters; %s; set the token again (model_hf_token)"
-            % (where, bad_token.replace("the token ", "", 1)),
+            % (where, bad_token),
             **result,
         )
     client = HubClient(p["endpoint"], token, p["timeout"], p["validate_certs"], p["repo_type"], retries=p["retries"])
@@ -506,12 +515,17 @@ def run_module():
         retries=p["retries"],
         fetcher_factory=lambda: Fetcher(netloc, token, p["timeout"], client.ssl_context, USER_AGENT),
         stop_at=stop_at,
+        split=segment_bytes > 0,
+        wait_missing=p["peer_wait"] if base else None,
+        last_progress=load_peer_progress(dest) if base else None,
     )
     failure = None
     try:
         finished = transfer.run(finish)
     except HubError as exc:
         failure, finished = exc, False
+    if base:
+        save_peer_progress(dest, transfer.last_progress)
     elapsed = max(time.time() - t0, 1e-6)
     bytes_now = done_bytes + transfer.done_bytes()
     rate = transfer.bytes_fetched / elapsed

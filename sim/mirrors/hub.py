@@ -337,6 +337,7 @@ def _tree_entries(meta, sha, prefix, recursive):
 def handle(handler, path: str, query: str, prefix: str):
     """Serve one hub request; path is relative to the hub root (starts with /), raw (still %-quoted)."""
     mirror = handler.server.mirror
+    mirror.hub_pause()  # the latency setting: every hub and storage answer starts this much later
     parts = path.strip("/").split("/")
     method = handler.command
     if parts[:2] == ["api", "whoami-v2"]:
@@ -408,7 +409,6 @@ def handle(handler, path: str, query: str, prefix: str):
             }
             return handler.send_body(302, b"", headers)
         headers["Content-Type"] = "application/octet-stream"
-        mirror.hub_pause()
         return handler.send_file(
             HubStore.file_path(meta, sha, rel), headers, head=(method == "HEAD"), rate=mirror.hub_rate
         )
@@ -419,7 +419,6 @@ def handle(handler, path: str, query: str, prefix: str):
         entry = meta and meta["by_path"].get(sha, {}).get(rel)
         if not entry or entry.get("lfs", {}).get("oid") != parts[3]:
             return handler.send_body(404, b"NoSuchKey\n")
-        mirror.hub_pause()
         return handler.send_file(
             HubStore.file_path(meta, sha, rel),
             {"ETag": f'"{parts[3]}"', "Content-Type": "application/octet-stream"},
