@@ -20,7 +20,7 @@ import os
 import re
 import time
 
-from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR, hash_file
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import load_state, save_json
 
 REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -133,6 +133,28 @@ def save_verified(dest, commit, files):
 def stamp(path):
     st = os.stat(path)
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def present_files(dest, files, known, verified, *, trust_marker):
+    """(files still to fetch, bytes already right, the verified record) for the listing ``files``. A file is right
+    when the marker (``known``, same digest; with ``trust_marker``) or this snapshot's verified record (same digest,
+    size and mtime) vouches for it, or else when its hash matches: then it is recorded, so it is hashed once."""
+    todo, done_bytes, record = [], 0, {}
+    for rel, want in files.items():
+        path = os.path.join(dest, rel)
+        size = os.path.getsize(path) if os.path.isfile(path) else None
+        if size == want["size"]:
+            k, rec = known.get(rel), verified.get(rel)
+            if (
+                (trust_marker and k and k.get("digest") == want["digest"])
+                or (rec and rec.get("digest") == want["digest"] and rec.get("stamp") == stamp(path))
+                or hash_file(path, want["kind"], size).hexdigest() == want["digest"]
+            ):
+                done_bytes += size
+                record[rel] = {"digest": want["digest"], "stamp": stamp(path)}
+                continue
+        todo.append(rel)
+    return todo, done_bytes, record
 
 
 def part_path(dest, rel):

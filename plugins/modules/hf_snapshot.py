@@ -245,7 +245,6 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
     expected_digest,
     filter_paths,
     free_bytes,
-    hash_file,
     human,
     load_marker,
     marker_matches,
@@ -258,12 +257,14 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
     load_peer_progress,
     load_verified,
     part_path,
+    present_files,
     save_peer_progress,
     save_verified,
     stamp,
     token_problem,
 )
-from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import Fetcher, FileJob, Transfer, save_json
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_http import Fetcher
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import FileJob, Transfer, save_json
 
 DIR_MODE = 0o755
 FILE_MODE = 0o644
@@ -417,22 +418,7 @@ def run_module():
     # mtime): trusted; any other present file of the right size is hashed once and recorded.
     known = (marker or {}).get("files") or {}
     verified = load_verified(dest, commit)
-    todo, done_bytes, newly_verified = [], 0, {}
-    for rel, want in files.items():
-        path = os.path.join(dest, rel)
-        size = os.path.getsize(path) if os.path.isfile(path) else None
-        if size == want["size"]:
-            k = known.get(rel)
-            rec = verified.get(rel)
-            if (
-                (k and k.get("digest") == want["digest"] and p["verify"] == "sizes")
-                or (rec and rec.get("digest") == want["digest"] and rec.get("stamp") == stamp(path))
-                or hash_file(path, want["kind"], size).hexdigest() == want["digest"]
-            ):
-                done_bytes += size
-                newly_verified[rel] = {"digest": want["digest"], "stamp": stamp(path)}
-                continue
-        todo.append(rel)
+    todo, done_bytes, newly_verified = present_files(dest, files, known, verified, trust_marker=p["verify"] == "sizes")
     segment_bytes = p["segment_mib"] << 20
     partial_bytes = sum(bytes_on_disk(dest, rel, files[rel], segment_bytes) for rel in todo)
     needed = sum(files[r]["size"] for r in todo) - partial_bytes

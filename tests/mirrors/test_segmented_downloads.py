@@ -244,3 +244,50 @@ def test_gated_repo_on_the_download_path_gives_the_gated_hint(hub, tmp_path):
         assert rc == 1, out
         assert f"answered HTTP {status} (GatedRepo)" in res["msg"] and "The repository is gated" in res["msg"]
         assert "hf_no_access_token" not in out  # the token is never shown, not even in the invocation
+
+
+def test_a_peer_still_downloading_is_waited_for_and_the_hub_sends_no_file_bytes(built, hub, tmp_path):
+    seed = tmp_path / "seed"
+    rc, res, out = run_module(args(hub, seed))
+    assert rc == 0, out
+    share = tmp_path / "share"
+    share.mkdir()
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), partial(_CorruptPeer, directory=str(share)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    since = time.time()
+    proc = start_module(
+        args(hub, tmp_path / "model", peer_url=f"http://127.0.0.1:{srv.server_port}", segment_mib=0, peer_wait=30)
+    )
+    try:
+        time.sleep(1.5)  # the peer has nothing yet: every file answers 404 and is asked for again
+        for f in sorted(p.name for p in seed.iterdir() if p.is_file() and not p.name.startswith(".")):
+            tmp = share / (f + ".tmp")
+            tmp.write_bytes((seed / f).read_bytes())
+            tmp.rename(share / f)  # as the seed does: a file appears whole, once verified
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        os.unlink(proc.args_file)
+        srv.shutdown()
+    res = json.loads(out)
+    assert proc.returncode == 0 and res["done"], res
+    assert sha256(tmp_path / "model" / FILE) == expected_sha(built)
+    hub_bytes = [r for r in control(hub, "requests") if r["time"] >= since and "/api/" not in r["path"] and r["bytes"]]
+    assert hub_bytes == []  # listing and digests from the hub, every file byte from the peer
+
+
+def test_a_peer_that_never_gets_the_file_fails_after_peer_wait(hub, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), partial(_CorruptPeer, directory=str(empty)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        rc, res, out = run_module(
+            args(hub, tmp_path / "model", peer_url=f"http://127.0.0.1:{srv.server_port}", segment_mib=0, peer_wait=2)
+        )
+    finally:
+        srv.shutdown()
+    assert rc == 1 and "the peer has not had" in res["msg"] and "(peer_wait)" in res["msg"], out
+    assert "Traceback" not in out and not (tmp_path / "model" / ".llmops-snapshot.json").exists()

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import hf_hub, hf_transfer
+from ansible_collections.llmops.sglang.plugins.module_utils import hf_http, hf_hub, hf_transfer
 
 
 def test_filter_paths_follows_huggingface_hub():
@@ -85,7 +85,7 @@ class _Hub(http.server.BaseHTTPRequestHandler):
 def _transfer(url, want, part, *, retries=0):
     job = hf_transfer.FileJob("w.bin", url, want, part, 0)
     t = hf_transfer.Transfer(
-        [job], connections=1, retries=retries, fetcher_factory=lambda: hf_transfer.Fetcher("x", None, 5)
+        [job], connections=1, retries=retries, fetcher_factory=lambda: hf_http.Fetcher("x", None, 5)
     )
     return job, t, t.run(lambda j: j.close())
 
