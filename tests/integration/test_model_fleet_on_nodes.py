@@ -204,7 +204,30 @@ def run_model(fleet, limit, extra):
         check=False,
         stdin=subprocess.DEVNULL,
     )
-    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    if p.returncode != 0:
+        first = next(iter(HOSTS.values()))
+        journal = subprocess.run(
+            [
+                "ssh",
+                "-i",
+                fleet["key"],
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "LogLevel=ERROR",
+                f"root@{first}",
+                "journalctl -u llmops-model-share --no-pager | tail -20",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+        raise AssertionError(p.stdout[-4000:] + p.stderr[-2000:] + "\nshare unit on the seed:\n" + journal)
     return time.monotonic() - t0, p.stdout
 
 

@@ -4,8 +4,10 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 import urllib.parse
 from http.client import HTTPConnection
+from pathlib import Path
 
 import pytest
 from _mirror_util import clean_env, control, http
@@ -188,8 +190,6 @@ def test_status_and_slow_faults(server):
     try:
         assert http(server["base"] + path)[0] == 503
         assert http(server["base"] + path)[0] == 503
-        import time
-
         t0 = time.monotonic()
         status, _, body = http(server["base"] + path)
         elapsed = time.monotonic() - t0
@@ -199,3 +199,42 @@ def test_status_and_slow_faults(server):
     t0 = time.monotonic()
     assert http(server["base"] + path)[0] == 200
     assert time.monotonic() - t0 < 0.3
+
+
+def test_hf_download_cli_gets_every_file_through_the_storage_redirect(built, server, tmp_path):
+    control(server, "requests", "DELETE")
+    env = clean_env(
+        HF_ENDPOINT=server["hf_root"],
+        HF_HUB_DISABLE_XET="1",
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+    )
+    hf = Path(sys.executable).parent / "hf"
+    proc = subprocess.run(
+        [str(hf), "download", BIG, "--local-dir", str(tmp_path / "model"), "--format", "quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert_files_match(built, BIG, tmp_path / "model")
+    log = control(server, "requests")
+    cdn = [r for r in log if r["listener"] == "cdn" and r["path"].endswith("/" + BIG_FILE)]
+    assert cdn and not any(r["authorization"] for r in cdn)  # the storage host never sees the token header
+    assert any(r["method"] == "HEAD" and r["status"] == 302 for r in log if r["path"].endswith("/" + BIG_FILE))
+
+
+def test_the_hub_paces_each_connection(server):
+    meta_url = f"{server['hf_root']}/{BIG}/resolve/main/{BIG_FILE}"
+    status, _, _ = http(f"{server['control']}hub", "POST", json.dumps({"rate": 1 << 20, "latency": 0.2}).encode())
+    assert status == 200
+    try:
+        t0 = time.monotonic()
+        status, _, body = http(meta_url, headers={"Range": "bytes=0-2097151"})
+        elapsed = time.monotonic() - t0
+    finally:
+        http(f"{server['control']}hub", "POST", json.dumps({"rate": 0, "latency": 0}).encode())
+    assert status == 206 and len(body) == 2 << 20
+    assert elapsed >= 0.2 * 2 + 2 * 0.9  # two answers (302, then the range) each 0.2 s late, 2 MiB at 1 MiB/s
