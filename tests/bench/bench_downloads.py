@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -175,20 +176,20 @@ def ours(hub, repo, dest, **kw):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
     t0 = time.monotonic()
-    p = subprocess.run(
-        [sys.executable, "-m", MODULE, f.name],
-        capture_output=True,
-        text=True,
-        env=env(),
-        cwd=ROOT,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    seconds = time.monotonic() - t0
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([sys.executable, "-m", MODULE, f.name], stdout=out, env=env(), cwd=ROOT)
+        watchdog = threading.Timer(TIMEOUT, proc.kill)  # bounded like every other step
+        watchdog.start()
+        _, status, usage = os.wait4(proc.pid, 0)  # the module process's own peak RSS (KiB on Linux)
+        watchdog.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - t0
+        out.seek(0)
+        res = json.loads(out.read())
     os.unlink(f.name)
-    res = json.loads(p.stdout)
-    if p.returncode or not res.get("done"):
+    if proc.returncode or not res.get("done"):
         sys.exit(f"bench: hf_snapshot failed: {res.get('msg')}")
+    res["peak_rss_mib"] = usage.ru_maxrss / 1024
     return seconds, res
 
 
@@ -318,11 +319,13 @@ def main():
         f"per request, {CONNECTIONS} connections (preparation {prep:.0f} s, cached in {CACHE})"
     )
     print(
-        f"(1) {FILES} x {FILE_MIB} MiB: ours {o1:.1f} s ({r1['requests']} requests, {b_o1 / MIB:.0f} MiB served), "
+        f"(1) {FILES} x {FILE_MIB} MiB: ours {o1:.1f} s ({r1['requests']} requests, peak RSS "
+        f"{r1['peak_rss_mib']:.0f} MiB, {b_o1 / MIB:.0f} MiB served), "
         f"hf download {h1:.1f} s ({b_h1 / MIB:.0f} MiB served)"
     )
     print(
-        f"(2) 1 x {BIG_MIB} MiB: ours {o2:.1f} s ({r2['requests']} requests, hashing {r2['hash_seconds']:.2f} s "
+        f"(2) 1 x {BIG_MIB} MiB: ours {o2:.1f} s ({r2['requests']} requests, peak RSS {r2['peak_rss_mib']:.0f} MiB, "
+        f"hashing {r2['hash_seconds']:.2f} s "
         f"overlapped), single stream {s2:.1f} s, hf download {h2:.1f} s ({b_o2 / MIB:.0f} / {b_s2 / MIB:.0f} / "
         f"{b_h2 / MIB:.0f} MiB served)"
     )
