@@ -227,6 +227,8 @@ class Transfer:
                     self._fail(exc)
                 except OSError as exc:
                     self._fail(_disk_error(exc, item[0]))
+                except Exception as exc:  # never leave a segment behind silently (the run would wait)
+                    self._fail(HubError("unexpected error while fetching %s: %r" % (item[0].rel, exc)))
                 finally:
                     with self.cond:
                         self.active -= 1
@@ -350,6 +352,8 @@ class Transfer:
             self._fail(_disk_error(exc, job))
         except HubError as exc:
             self._fail(exc)
+        except Exception as exc:  # a dead hash thread must stop the workers, not leave them waiting
+            self._fail(HubError("unexpected error while verifying %s: %r" % (job.rel, exc)))
 
     def _verify(self, job, view):
         want = job.want
