@@ -7,6 +7,7 @@ it. The 12 MiB ``model.safetensors`` of ``sim-org/big-shard`` is fetched in 1 Mi
 import hashlib
 import json
 import os
+import random
 import signal
 import subprocess
 import threading
@@ -291,3 +292,38 @@ def test_a_peer_that_never_gets_the_file_fails_after_peer_wait(hub, tmp_path):
         srv.shutdown()
     assert rc == 1 and "the peer has not had" in res["msg"] and "(peer_wait)" in res["msg"], out
     assert "Traceback" not in out and not (tmp_path / "model" / ".llmops-snapshot.json").exists()
+
+
+def test_killed_at_random_points_never_refetches_a_finished_segment(built, hub, tmp_path):
+    """Three kills at random moments (seeded), then a full run: a segment recorded as finished before a kill is never
+    fetched again by a later run, and the file is verified only once whole."""
+    rng = random.Random(17)
+    dest = tmp_path / "model"
+    pace(hub, 768 * 1024)  # 2 connections: about 1.5 MiB/s, so three short runs cannot finish 12 MiB
+    fetched_after = []  # (range starts fetched by a run, segments finished before it)
+    for _ in range(3):
+        finished = set(finished_segments(dest, FILE))
+        since = time.time()
+        proc = start_module(args(hub, dest, connections=2))
+        try:
+            time.sleep(rng.uniform(2.0, 3.5))  # module start-up, then somewhere inside the transfer
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            os.unlink(proc.args_file)
+        time.sleep(0.3)  # let the server log the killed requests
+        fetched_after.append(({s for s, _, _ in file_gets(hub, since)}, finished))
+        assert not (dest / ".llmops-snapshot.json").exists()
+    pace(hub, 0)
+    finished = set(finished_segments(dest, FILE))
+    since = time.time()
+    rc, res, out = run_module(args(hub, dest, connections=2))
+    assert rc == 0 and res["done"], out
+    fetched_after.append(({s for s, _, _ in file_gets(hub, since)}, finished))
+    for starts, done_before in fetched_after:
+        assert not starts & {i * MIB for i in done_before}, (sorted(starts), sorted(done_before))
+    assert sum(len(d) for _, d in fetched_after) > 0  # the kills did leave finished segments behind
+    assert sha256(dest / FILE) == expected_sha(built)
