@@ -41,6 +41,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
 SAVE_EVERY = 5.0
 MIN_SPLIT = 4 << 20  # a segment is split only when both halves keep at least this many bytes
 ALIGN = 1 << 20
+MIN_REQUEST = 256 << 10  # smallest range asked for when sizing requests to a deadline
 
 
 def plan_segments(size, segment_bytes):
@@ -248,6 +249,7 @@ class Transfer:
             _hash_range(fd, start, start + seg[2], hasher, view)
         attempt = 0
         relocated = False
+        rate = None  # this connection's bytes/s, measured on its previous answer
         while not self.stop.is_set():
             pos = start + seg[2]
             if pos >= seg[1]:
@@ -255,8 +257,10 @@ class Transfer:
             before = seg[2]
             url = job.location or job.url
             try:
-                whole = start == 0 and seg[1] == job.want["size"] and pos == 0
-                headers = {} if whole else {"Range": "bytes=%d-%d" % (pos, seg[1] - 1)}
+                stop_by = self._request_end(pos, seg[1], rate)
+                whole = start == 0 and stop_by == job.want["size"] and pos == 0
+                headers = {} if whole else {"Range": "bytes=%d-%d" % (pos, stop_by - 1)}
+                t_req = time.time()
                 resp, final = fetcher.get(url, headers)
                 with resp:
                     if resp.status == 206:
@@ -269,8 +273,10 @@ class Transfer:
                             "a server without Range support" % (url, resp.status)
                         )
                     job.location = final
-                    while pos < seg[1] and not self.stop.is_set():
-                        n = resp.readinto(view[: min(CHUNK, seg[1] - pos)])
+                    # A deadline (wait_budget) lets the current answer finish - it was sized to end about then - so
+                    # the source never sends bytes that are thrown away; an error stops at once.
+                    while pos < min(stop_by, seg[1]) and not (self.stop.is_set() and self.error is not None):
+                        n = resp.readinto(view[: min(CHUNK, stop_by - pos, seg[1] - pos)])
                         if not n:
                             break
                         with self.cond:
@@ -287,10 +293,15 @@ class Transfer:
                             job.dirty = True
                             self.bytes_fetched += n
                             self.cond.notify_all()
-                    if pos < seg[1]:
+                    if pos - (start + before) > 0:
+                        rate = (pos - (start + before)) / max(time.time() - t_req, 1e-3)
+                    if pos < min(stop_by, seg[1]):
                         fetcher.close()  # never reuse a connection in the middle of a body
                         if not self.stop.is_set():
                             raise http.client.IncompleteRead(b"", seg[1] - pos)
+                    elif pos < seg[1]:
+                        resp.read()  # a range sized to the time left: the segment goes on in the next request
+                        continue
                     else:
                         if resp.length:
                             fetcher.close()  # split while in flight: the rest of this body belongs to the other half
@@ -332,6 +343,15 @@ class Transfer:
                         "run resumes from there" % (job.rel, start + seg[2], job.want["size"], type(exc).__name__)
                     ) from None
                 self._pause(retry_delay(None, attempt))
+
+    def _request_end(self, pos, end, rate):
+        """End of the next range: the whole segment, or with a deadline about what this connection can fetch in the
+        time left (at least MIN_REQUEST), so that a slice ends between answers instead of in the middle of one."""
+        if self.stop_at is None or not self.split:
+            return end
+        left = self.stop_at - time.time()
+        want = MIN_REQUEST if rate is None else max(MIN_REQUEST, int(rate * left))
+        return min(end, pos + want)
 
     def _pause(self, delay):
         if self.stop_at is not None:

@@ -327,3 +327,22 @@ def test_killed_at_random_points_never_refetches_a_finished_segment(built, hub, 
         assert not starts & {i * MIB for i in done_before}, (sorted(starts), sorted(done_before))
     assert sum(len(d) for _, d in fetched_after) > 0  # the kills did leave finished segments behind
     assert sha256(dest / FILE) == expected_sha(built)
+
+
+def test_slices_end_between_answers_so_the_hub_sends_every_byte_once(built, hub, tmp_path):
+    """wait_budget slices (how the role shows progress): each range is sized to the time left, so a slice never cuts
+    an answer and the source sends each byte once."""
+    dest = tmp_path / "model"
+    pace(hub, 1 * MIB)
+    since = time.time()
+    results = []
+    for _ in range(40):  # bounded: about 6 slices are needed
+        rc, res, out = run_module(args(hub, dest, wait_budget=1))
+        assert rc == 0, out
+        results.append(res)
+        if res["done"]:
+            break
+    assert results[-1]["done"] and len(results) >= 3
+    time.sleep(0.3)
+    assert sum(b for _, _, b in file_gets(hub, since)) == SIZE
+    assert sha256(dest / FILE) == expected_sha(built)
