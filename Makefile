@@ -24,6 +24,7 @@ docs: venv
 	python scripts/role-docs.py
 
 .PHONY: docs help setup host-packages venv lint unit quick molecule test demo demo-down sim-clean sanity lock bench
+.PHONY: bench-downloads
 
 help:
 	@sed -n '1,5p' Makefile | sed 's/^# \{0,1\}//'
@@ -88,6 +89,10 @@ sanity: venv ## ansible-test sanity on the built collection (scripts/ansible-tes
 
 bench: venv ## prints the figures; exits non-zero when a target is missed
 	python tests/bench/bench_readiness.py
+	python tests/bench/bench_downloads.py  # downloads (hf_snapshot vs hf download, once per fleet)
+
+bench-downloads: venv ## the download figures alone (about 4 minutes)
+	python tests/bench/bench_downloads.py
 
 lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \

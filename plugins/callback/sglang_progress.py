@@ -24,6 +24,8 @@ description:
     self-contained page) and C(report.json) beside it, from the deployment records, the server results, the memory
     plans and the failed tasks it saw, and prints the page's path. C(bin/sglang-report) renders the same page from
     saved records.
+  - For C(llmops.sglang.hf_snapshot) it prints each slice's progress per host (files done, bytes, rate, ETA) and the
+    final line.
 requirements:
   - enable in ansible.cfg (C(callbacks_enabled = llmops.sglang.sglang_progress)) or ANSIBLE_CALLBACKS_ENABLED
 options:
@@ -278,6 +280,9 @@ class CallbackModule(CallbackBase):
         facts = res.get("ansible_facts") if isinstance(res, dict) else None
         if isinstance(facts, dict) and isinstance(facts.get("server_deployment"), dict):
             self._records[result.host.get_name()] = facts["server_deployment"]  # roles/server/tasks/record.yml
+            return
+        if action in DOWNLOAD_ACTIONS and isinstance(res, dict) and res.get("progress"):
+            self._emit("[model] %s: %s (done)" % (result.host.get_name(), res["progress"]))
             return
         if action in PLAN_ACTIONS and isinstance(res, dict) and res.get("plan") and "retry" not in res:
             self._plans[result.host.get_name()] = res["plan"]  # the plan of the attempt that follows

@@ -23,9 +23,11 @@ import hashlib
 import json
 import os
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from email.utils import parsedate_to_datetime
 
 MARKER = ".llmops-snapshot.json"
 PARTIAL_DIR = ".llmops-partial"
@@ -33,11 +35,51 @@ CHUNK = 1 << 20
 USER_AGENT = "llmops.sglang-hf_snapshot/1"
 
 
+RETRY_STATUSES = (408, 429, 500, 502, 503, 504)
+BACKOFF_BASE = 1.0
+BACKOFF_MAX = 30.0
+RETRY_AFTER_MAX = 300.0
+
+
 class HubError(Exception):
-    def __init__(self, msg, status=None, code=None):
+    def __init__(self, msg, status=None, code=None, retry_after=None):
         super().__init__(msg)
         self.status = status
         self.code = code
+        self.retry_after = retry_after
+
+    def retryable(self):
+        """429, 5xx and network errors (no status) are worth another try; other answers are final."""
+        return self.status is None or self.status in RETRY_STATUSES
+
+
+def retry_delay(exc, attempt):
+    """Seconds to wait before try ``attempt`` (1-based): the server's Retry-After (seconds or an HTTP date) when it
+    sent one (at most RETRY_AFTER_MAX), else exponential backoff 1, 2, 4 ... BACKOFF_MAX."""
+    value = getattr(exc, "retry_after", None)
+    if value:
+        value = value.strip()
+        if value.isdigit():
+            return min(float(value), RETRY_AFTER_MAX)
+        try:
+            return min(max(0.0, parsedate_to_datetime(value).timestamp() - time.time()), RETRY_AFTER_MAX)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            pass
+    return min(BACKOFF_BASE * (2 ** max(0, attempt - 1)), BACKOFF_MAX)
+
+
+def access_hint(exc):
+    """What to do about a 401/403 from the hub (listing or download), or ''."""
+    if exc.status in (401, 403) and exc.code == "GatedRepo":
+        return (
+            " The repository is gated: accept its terms on the hub with the account of the token, and set the token"
+            " (model_hf_token)."
+        )
+    if exc.status == 401:
+        return " Check the repository id and the token."
+    if exc.status == 403:
+        return " The token has no read access to this repository."
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -203,8 +245,11 @@ class _SameHostAuthRedirect(urllib.request.HTTPRedirectHandler):
 
 
 class HubClient:
-    def __init__(self, endpoint, token=None, timeout=60, validate_certs=True, repo_type="model"):
+    def __init__(self, endpoint, token=None, timeout=60, validate_certs=True, repo_type="model", *, retries=3):
         self.endpoint = endpoint.rstrip("/")
+        self.retries = retries
+        self.sleep = time.sleep
+        self.ssl_context = None
         self.token = token or None
         self.timeout = timeout
         self.repo_type = repo_type
@@ -215,6 +260,7 @@ class HubClient:
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
+            self.ssl_context = ctx
             handlers.append(urllib.request.HTTPSHandler(context=ctx))
         self.opener = urllib.request.build_opener(*handlers)
         self.requests = 0
@@ -227,6 +273,18 @@ class HubClient:
         return h
 
     def open(self, url, headers=None):
+        """GET with retries (429/5xx/network, honouring Retry-After) up to self.retries."""
+        attempt = 0
+        while True:
+            try:
+                return self._open_once(url, headers)
+            except HubError as exc:
+                attempt += 1
+                if not exc.retryable() or attempt > self.retries:
+                    raise
+                self.sleep(retry_delay(exc, attempt))
+
+    def _open_once(self, url, headers=None):
         self.requests += 1
         req = urllib.request.Request(url, headers=self._headers(headers), method="GET")
         try:
@@ -239,8 +297,9 @@ class HubClient:
                 % (url, exc.code, " (%s)" % code if code else "", ": %s" % message if message else ""),
                 status=exc.code,
                 code=code,
+                retry_after=exc.headers.get("Retry-After") if exc.headers else None,
             ) from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, ValueError) as exc:
             raise HubError("cannot reach %s: %s" % (url, getattr(exc, "reason", exc))) from None
 
     def _api(self):

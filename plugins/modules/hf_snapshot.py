@@ -14,9 +14,16 @@ short_description: Download a Hugging Face hub snapshot into a directory, verifi
 version_added: "0.1.0"
 description:
   - Resolves O(revision) to a commit, lists the commit's files from the hub API, checks the free disk space against
-    what is still missing, downloads each file with plain HTTP (resuming a partial file left by an earlier, interrupted
-    call with a C(Range) request), verifies every file's size and digest against the listing (sha256 = LFS oid for LFS
-    files, git blob sha1 otherwise), and only then writes a completion marker C(.llmops-snapshot.json) with the commit.
+    what is still missing, downloads with O(connections) parallel keep-alive connections (several files at once, files
+    larger than O(segment_mib) in byte-range segments), verifies every file's size and digest against the listing
+    (sha256 = LFS oid for LFS files, git blob sha1 otherwise), and only then writes a completion marker
+    C(.llmops-snapshot.json) with the commit.
+  - Each segment is resumable across calls - its progress is saved next to the partial file and never claims more
+    than is on disk; a finished segment is never fetched again. A file whose digest does not match is never moved into
+    place - its segments are checked against their own sha256 and only changed ones are fetched again.
+  - Retries C(429) and C(5xx) answers and dropped connections with exponential backoff, honouring C(Retry-After).
+  - With O(peer_url), file bytes come from a peer host that already holds the verified snapshot (once per fleet),
+    while the commit and every file's digest still come from the hub.
   - When the marker says the snapshot for this repository, revision (or its commit) and patterns is complete, no
     network request is made - the marker and the file sizes are enough (O(verify=sha256) re-hashes every file).
   - Needs only the Python standard library on the host (no huggingface_hub).
@@ -92,9 +99,32 @@ options:
     type: float
     default: 0
   retries:
-    description: Reconnections per file within one call after a dropped transfer (each resumes with C(Range)).
+    description:
+      - Tries per segment within one call after a dropped transfer, a C(429) or a C(5xx) answer (each resumes with
+        C(Range)); also for the listing requests.
     type: int
     default: 3
+  connections:
+    description: Parallel connections (worker threads, each with one 1 MiB buffer), V(1) to V(64).
+    type: int
+    default: 8
+  segment_mib:
+    description:
+      - Files larger than this many MiB are fetched in byte-range segments of this size, in parallel. V(0) fetches
+        every file whole over one connection (for a source without C(Range) support).
+    type: int
+    default: 64
+  peer_url:
+    description:
+      - Base URL of a peer that serves a complete snapshot directory of the same commit (C(PEER_URL/PATH)). File
+        bytes come from there; the commit and every digest still come from the hub and every file is verified.
+      - The peer may still be downloading - a file it does not have yet (C(404)) is asked for again every second,
+        for up to O(peer_wait) seconds without progress.
+    type: str
+  peer_wait:
+    description: With O(peer_url), seconds without any new byte from the peer before the call fails.
+    type: float
+    default: 1800
   timeout:
     description: Socket timeout in seconds for each request.
     type: int
@@ -160,6 +190,19 @@ bytes_done:
   description: Bytes present and verified (or written so far) for this snapshot.
   returned: always
   type: int
+rate:
+  description: Bytes per second fetched by this call.
+  returned: when the hub was contacted
+  type: float
+eta_seconds:
+  description: Estimated seconds to completion at this call's rate (null when unknown).
+  returned: when the hub was contacted
+  type: float
+refetched:
+  description: Files whose finished segments changed on disk and were fetched again (path and segment indexes).
+  returned: always
+  type: list
+  elements: dict
 downloaded:
   description: Files written by this call.
   returned: always
@@ -183,47 +226,67 @@ marker:
   returned: always
   type: str
 progress:
-  description: One line, e.g. C(3/14 files, 1.20 GiB of 61.05 GiB).
+  description: One line, e.g. C(3/14 files, 1.20 GiB of 61.05 GiB, 85.3 MiB/s, ETA 12m05s).
   returned: always
   type: str
 """
 
-import http.client
-import json
 import os
 import shutil
 import time
+from urllib.parse import quote as urllib_quote
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
-    CHUNK,
     MARKER,
     PARTIAL_DIR,
     HubClient,
     HubError,
+    access_hint,
     check_local,
     expected_digest,
     filter_paths,
     free_bytes,
-    hash_file,
     human,
     load_marker,
     marker_matches,
-    new_hasher,
     read_env_value,
     safe_relpath,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
+    bytes_on_disk,
+    check_inputs,
+    load_peer_progress,
+    load_verified,
+    part_path,
+    present_files,
+    save_peer_progress,
+    save_verified,
+    stamp,
+    token_problem,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_http import Fetcher
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import FileJob, Transfer, save_json
 
 DIR_MODE = 0o755
 FILE_MODE = 0o644
+USER_AGENT = "llmops.sglang-hf_snapshot/2"
 
 
-class _Budget(Exception):
-    pass
+def _duration(s):
+    s = round(s)
+    if s >= 3600:
+        return "%dh%02dm" % (s // 3600, s % 3600 // 60)
+    return "%dm%02ds" % (s // 60, s % 60) if s >= 60 else "%ds" % s
 
 
-def _progress(n_done, n_total, b_done, b_total):
-    return "%d/%d files, %s of %s" % (n_done, n_total, human(b_done), human(b_total))
+def _progress(n_done, n_total, b_done, b_total, *, rate=None, eta=None):
+    text = "%d/%d files, %s of %s" % (n_done, n_total, human(b_done), human(b_total))
+    if rate:
+        text += ", %s/s" % human(rate)
+    if eta is not None:
+        text += ", ETA %s" % _duration(eta)
+    return text
 
 
 def _makedirs(path):
@@ -231,134 +294,47 @@ def _makedirs(path):
         os.makedirs(path, mode=DIR_MODE, exist_ok=True)
 
 
-def _write_json(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.chmod(tmp, FILE_MODE)
-    os.replace(tmp, path)
-
-
-def download_file(client, url, part, meta_path, want, *, retries, deadline, on_bytes):
-    """Download into ``part`` (continuing it when its meta matches ``want``); returns (resumed_from or None).
-    Raises _Budget when the deadline passes (the partial file is kept), HubError when out of retries."""
-    kind, digest, size = want["kind"], want["digest"], want["size"]
-    meta = None
-    try:
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        meta = None
-    have = os.path.getsize(part) if os.path.exists(part) else 0
-    if have and (meta != want or have > size):
-        os.unlink(part)
-        have = 0
-    _makedirs(os.path.dirname(part))
-    _write_json(meta_path, want)
-    hasher = hash_file(part, kind, size) if have else new_hasher(kind, size)
-    resumed_from = have or None
-    attempt = 0
-    while have < size:
-        headers = {"Range": "bytes=%d-" % have} if have else None
-        try:
-            resp = client.open(url, headers)
-        except HubError as exc:
-            if exc.status == 416 and have == size:
-                break
-            if exc.status is not None and exc.status < 500:
-                raise
-            attempt += 1
-            if attempt > retries:
-                raise
-            time.sleep(min(2 * attempt, 10))
-            continue
-        with resp:
-            status = resp.status
-            if have and status == 200:
-                # the server ignored the Range: start over
-                have = 0
-                hasher = new_hasher(kind, size)
-                mode = "wb"
-            elif have and status == 206:
-                cr = resp.headers.get("Content-Range", "")
-                if not cr.startswith("bytes %d-" % have):
-                    raise HubError("%s answered Content-Range %r to Range bytes=%d-" % (url, cr, have))
-                mode = "ab"
-            else:
-                mode = "wb"
-            try:
-                with open(part, mode) as f:
-                    while True:
-                        b = resp.read(CHUNK)
-                        if not b:
-                            break
-                        f.write(b)
-                        hasher.update(b)
-                        have += len(b)
-                        on_bytes(len(b))
-                        if have > size:
-                            raise HubError("%s sent more than the listed %d bytes" % (url, size))
-                        if deadline is not None and time.time() >= deadline and have < size:
-                            f.flush()
-                            raise _Budget()
-            except (OSError, ValueError, http.client.HTTPException) as exc:  # dropped connection, truncated body
-                attempt += 1
-                if attempt > retries:
-                    raise HubError(
-                        "the transfer of %s stopped at byte %d of %d (%s); %d bytes are kept in %s and the next "
-                        "run resumes from there" % (url, have, size, exc, have, part)
-                    ) from None
-                time.sleep(min(2 * attempt, 10))
-                continue
-        if have < size:
-            attempt += 1
-            if attempt > retries:
-                raise HubError(
-                    "the transfer of %s ended at byte %d of %d; the next run resumes from there" % (url, have, size)
-                )
-    got = hasher.hexdigest()
-    if got != digest:
-        os.unlink(part)
-        raise HubError(
-            "%s: %s is %s, the listing says %s; the partial file was removed, the next run downloads it again"
-            % (url, kind, got, digest)
-        )
-    return resumed_from
+def argument_spec():
+    return dict(
+        repo_id=dict(type="str", required=True),
+        revision=dict(type="str", default="main"),
+        repo_type=dict(type="str", default="model", choices=["model", "dataset"]),
+        endpoint=dict(type="str", default="https://huggingface.co"),
+        token=dict(type="str", no_log=True),
+        token_file=dict(type="path"),
+        token_env_name=dict(type="str", default="HF_TOKEN"),
+        dest=dict(type="path", required=True),
+        allow_patterns=dict(type="list", elements="str", default=[]),
+        ignore_patterns=dict(type="list", elements="str", default=[]),
+        verify=dict(type="str", default="sizes", choices=["sizes", "sha256"]),
+        offline=dict(type="bool", default=False),
+        refresh=dict(type="bool", default=False),
+        wait_budget=dict(type="float", default=0),
+        retries=dict(type="int", default=3),
+        connections=dict(type="int", default=8),
+        segment_mib=dict(type="int", default=64),
+        peer_url=dict(type="str"),
+        peer_wait=dict(type="float", default=1800),
+        timeout=dict(type="int", default=60),
+        reserve_gib=dict(type="float", default=1.0),
+        validate_certs=dict(type="bool", default=True),
+    )
 
 
 def run_module():
     module = AnsibleModule(
-        argument_spec=dict(
-            repo_id=dict(type="str", required=True),
-            revision=dict(type="str", default="main"),
-            repo_type=dict(type="str", default="model", choices=["model", "dataset"]),
-            endpoint=dict(type="str", default="https://huggingface.co"),
-            token=dict(type="str", no_log=True),
-            token_file=dict(type="path"),
-            token_env_name=dict(type="str", default="HF_TOKEN"),
-            dest=dict(type="path", required=True),
-            allow_patterns=dict(type="list", elements="str", default=[]),
-            ignore_patterns=dict(type="list", elements="str", default=[]),
-            verify=dict(type="str", default="sizes", choices=["sizes", "sha256"]),
-            offline=dict(type="bool", default=False),
-            refresh=dict(type="bool", default=False),
-            wait_budget=dict(type="float", default=0),
-            retries=dict(type="int", default=3),
-            timeout=dict(type="int", default=60),
-            reserve_gib=dict(type="float", default=1.0),
-            validate_certs=dict(type="bool", default=True),
-        ),
-        mutually_exclusive=[("token", "token_file")],
-        supports_check_mode=True,
+        argument_spec=argument_spec(), mutually_exclusive=[("token", "token_file")], supports_check_mode=True
     )
     p = module.params
-    if p["retries"] < 0 or p["timeout"] <= 0:
-        module.fail_json(msg="expected retries >= 0 and timeout > 0; found %s and %s" % (p["retries"], p["timeout"]))
+    problem = check_inputs(p)
+    if problem:
+        module.fail_json(msg=problem)
     dest = p["dest"]
     marker_path = os.path.join(dest, MARKER)
     allow, ignore = p["allow_patterns"], p["ignore_patterns"]
-    result = dict(changed=False, done=True, marker=marker_path, downloaded=[], resumed=[], repo_id=p["repo_id"])
+    result = dict(
+        changed=False, done=True, marker=marker_path, downloaded=[], resumed=[], refetched=[], repo_id=p["repo_id"]
+    )
 
     # ---- a complete snapshot: no network -------------------------------------------------------------------
     marker = load_marker(dest)
@@ -404,17 +380,22 @@ def run_module():
     token = p["token"]
     if p["token_file"]:
         token = read_env_value(p["token_file"], p["token_env_name"])
-    client = HubClient(p["endpoint"], token, p["timeout"], p["validate_certs"], p["repo_type"])
+    bad_token = token_problem(token)
+    if bad_token:
+        where = "%s in %s" % (p["token_env_name"], p["token_file"]) if p["token_file"] else "token"
+        module.fail_json(
+            msg="%s: expected one line of token characters; %s; set the token again (model_hf_token)"
+            % (where, bad_token),
+            **result,
+        )
+    client = HubClient(p["endpoint"], token, p["timeout"], p["validate_certs"], p["repo_type"], retries=p["retries"])
     try:
         commit = client.resolve(p["repo_id"], p["revision"])
         entries = client.tree(p["repo_id"], commit)
     except HubError as exc:
-        hint = ""
-        if exc.status == 401 and exc.code == "GatedRepo":
-            hint = " The repository is gated: accept its terms on the hub and set a token."
-        elif exc.status == 401:
-            hint = " Check the repository id and the token."
-        module.fail_json(msg="cannot list %s@%s: %s.%s" % (p["repo_id"], p["revision"], exc, hint), **result)
+        module.fail_json(
+            msg="cannot list %s@%s: %s.%s" % (p["repo_id"], p["revision"], exc, access_hint(exc)), **result
+        )
     by_path = {}
     for e in entries:
         try:
@@ -435,33 +416,18 @@ def run_module():
     total = sum(f["size"] for f in files.values())
     result.update(commit=commit, revision=p["revision"], source="hub", files=len(files), bytes_total=total)
 
-    # Which files are already right? Files recorded (verified) in the marker with the same digest are trusted by size;
-    # other present files are hashed once.
+    # Which files are already right? In the marker (same digest) or in this snapshot's verified record (same size and
+    # mtime): trusted; any other present file of the right size is hashed once and recorded.
     known = (marker or {}).get("files") or {}
-    todo, done_bytes = [], 0
-    for rel, want in files.items():
-        path = os.path.join(dest, rel)
-        size = os.path.getsize(path) if os.path.isfile(path) else None
-        if size == want["size"]:
-            k = known.get(rel)
-            if (k and k.get("digest") == want["digest"] and p["verify"] == "sizes") or (
-                hash_file(path, want["kind"], size).hexdigest() == want["digest"]
-            ):
-                done_bytes += size
-                continue
-        todo.append(rel)
-    partial_root = os.path.join(dest, PARTIAL_DIR)
-    partial_bytes = 0
-    for rel in todo:
-        part = os.path.join(partial_root, rel + ".incomplete")
-        if os.path.isfile(part):
-            partial_bytes += min(os.path.getsize(part), files[rel]["size"])
+    verified = load_verified(dest, commit)
+    todo, done_bytes, newly_verified = present_files(dest, files, known, verified, trust_marker=p["verify"] == "sizes")
+    segment_bytes = p["segment_mib"] << 20
+    partial_bytes = sum(bytes_on_disk(dest, rel, files[rel], segment_bytes) for rel in todo)
     needed = sum(files[r]["size"] for r in todo) - partial_bytes
     free = free_bytes(dest)
     result.update(needed_bytes=needed, free_bytes=free)
     stale = sorted(r for r in known if r not in files and os.path.exists(os.path.join(dest, r)))
-    up_to_date = not todo and not stale and complete and marker.get("commit") == commit
-    if up_to_date:
+    if not todo and not stale and complete and marker.get("commit") == commit:
         result.update(
             bytes_done=total,
             progress=_progress(len(files), len(files), total, total),
@@ -471,7 +437,8 @@ def run_module():
     reserve = int(p["reserve_gib"] * (1 << 30))
     if needed + reserve > free:
         module.fail_json(
-            msg="not enough disk space in %s for %s@%s: %d files still need %s (+ %s reserve), %s is free"
+            msg="not enough disk space in %s for %s@%s: %d files still need %s (+ %s reserve), %s is free; free space "
+            "or lower model_reserve_gib"
             % (dest, p["repo_id"], commit[:12], len(todo), human(needed), human(reserve), human(free)),
             **result,
         )
@@ -495,59 +462,85 @@ def run_module():
     for rel in stale:
         os.unlink(os.path.join(dest, rel))
         result["changed"] = True
-    deadline = time.time() + p["wait_budget"] if p["wait_budget"] and p["wait_budget"] > 0 else None
-    counter = {"bytes": done_bytes + partial_bytes}
+    if newly_verified != verified:
+        save_verified(dest, commit, newly_verified)
+    verified = newly_verified
+    t0 = time.time()
+    stop_at = t0 + p["wait_budget"] if p["wait_budget"] > 0 else None
+    base = p["peer_url"].rstrip("/") if p["peer_url"] else None
+    jobs = [
+        FileJob(
+            rel,
+            "%s/%s" % (base, urllib_quote(rel)) if base else client.file_url(p["repo_id"], commit, rel),
+            files[rel],
+            part_path(dest, rel),
+            segment_bytes,
+        )
+        for rel in todo
+    ]
+    for j in jobs:
+        if j.resumed_from:
+            result["resumed"].append({"path": j.rel, "from": j.resumed_from})
+    state = {"n_done": len(files) - len(todo)}
 
-    def on_bytes(n):
-        counter["bytes"] += n
-
-    n_done = len(files) - len(todo)
-    for rel in todo:
-        want = files[rel]
-        part = os.path.join(partial_root, rel + ".incomplete")
-        before = os.path.getsize(part) if os.path.isfile(part) else 0
-        try:
-            resumed_from = download_file(
-                client,
-                client.file_url(p["repo_id"], commit, rel),
-                part,
-                part + ".json",
-                want,
-                retries=p["retries"],
-                deadline=deadline,
-                on_bytes=on_bytes,
-            )
-        except _Budget:
-            result.update(
-                changed=True,
-                done=False,
-                bytes_done=counter["bytes"],
-                progress=_progress(n_done, len(files), counter["bytes"], total),
-                msg="downloading %s@%s: %s"
-                % (p["repo_id"], commit[:12], _progress(n_done, len(files), counter["bytes"], total)),
-            )
-            module.exit_json(**result)
-        except HubError as exc:
-            result.update(
-                changed=result["changed"] or counter["bytes"] > done_bytes + partial_bytes,
-                bytes_done=counter["bytes"],
-                progress=_progress(n_done, len(files), counter["bytes"], total),
-            )
-            module.fail_json(msg="download of %s@%s failed: %s" % (p["repo_id"], commit[:12], exc), **result)
-        if resumed_from:
-            result["resumed"].append({"path": rel, "from": resumed_from})
-        if before and not resumed_from:
-            counter["bytes"] -= before  # the partial was discarded
-        final = os.path.join(dest, rel)
+    def finish(job):
+        final = os.path.join(dest, job.rel)
         _makedirs(os.path.dirname(final))
-        os.chmod(part, FILE_MODE)
-        os.replace(part, final)
-        os.unlink(part + ".json")
-        result["downloaded"].append(rel)
-        result["changed"] = True
-        n_done += 1
-    shutil.rmtree(partial_root, ignore_errors=True)
-    _write_json(
+        job.close()
+        os.chmod(job.part, FILE_MODE)
+        os.replace(job.part, final)
+        if os.path.exists(job.state_path):
+            os.unlink(job.state_path)
+        verified[job.rel] = {"digest": job.want["digest"], "stamp": stamp(final)}
+        save_verified(dest, commit, verified)
+        result["downloaded"].append(job.rel)
+        state["n_done"] += 1
+
+    netloc = client.endpoint.split("://", 1)[1].split("/", 1)[0]
+    transfer = Transfer(
+        jobs,
+        connections=p["connections"],
+        retries=p["retries"],
+        fetcher_factory=lambda: Fetcher(netloc, token, p["timeout"], client.ssl_context, USER_AGENT),
+        stop_at=stop_at,
+        split=segment_bytes > 0,
+        wait_missing=p["peer_wait"] if base else None,
+        last_progress=load_peer_progress(dest) if base else None,
+    )
+    failure = None
+    try:
+        finished = transfer.run(finish)
+    except HubError as exc:
+        failure, finished = exc, False
+    if base:
+        save_peer_progress(dest, transfer.last_progress)
+    elapsed = max(time.time() - t0, 1e-6)
+    bytes_now = done_bytes + transfer.done_bytes()
+    rate = transfer.bytes_fetched / elapsed
+    left = total - bytes_now
+    eta = left / rate if rate > 0 and left > 0 else (0.0 if left <= 0 else None)
+    result.update(
+        changed=result["changed"] or transfer.bytes_fetched > 0 or bool(result["downloaded"]),
+        bytes_done=bytes_now,
+        bytes_fetched=transfer.bytes_fetched,
+        rate=round(rate, 1),
+        eta_seconds=None if eta is None else round(eta, 1),
+        connections=p["connections"],
+        requests=transfer.requests,
+        hash_seconds=round(transfer.hash_seconds, 3),
+        refetched=transfer.refetched,
+        progress=_progress(state["n_done"], len(files), bytes_now, total, rate=rate, eta=eta),
+    )
+    if failure is not None:
+        module.fail_json(
+            msg="download of %s@%s failed: %s%s" % (p["repo_id"], commit[:12], failure, access_hint(failure)),
+            **result,
+        )
+    if not finished:
+        result.update(done=False, msg="downloading %s@%s: %s" % (p["repo_id"], commit[:12], result["progress"]))
+        module.exit_json(**result)
+    shutil.rmtree(os.path.join(dest, PARTIAL_DIR), ignore_errors=True)
+    save_json(
         marker_path,
         {
             "repo_id": p["repo_id"],
@@ -561,12 +554,18 @@ def run_module():
             % "/".join(sorted({f["kind"] for f in files.values()})),
         },
     )
+    os.chmod(marker_path, FILE_MODE)
     result.update(
         changed=True,
-        bytes_done=total,
-        progress=_progress(len(files), len(files), total, total),
-        msg="%s@%s (%s): %d files downloaded and verified into %s"
-        % (p["repo_id"], p["revision"], commit[:12], len(result["downloaded"]), dest),
+        msg="%s@%s (%s): %d files downloaded and verified into %s%s"
+        % (
+            p["repo_id"],
+            p["revision"],
+            commit[:12],
+            len(result["downloaded"]),
+            dest,
+            " (bytes from %s)" % base if base else "",
+        ),
     )
     module.exit_json(**result)
 

@@ -37,6 +37,10 @@ DEFAULT_MODELS = [
 GATED_MESSAGE = (
     "Access to model {id} is restricted. You must have access to it and be authenticated to access it. Please log in."
 )
+GATED_403 = (
+    "Access to model {id} is restricted and you are not in the authorized list. Visit https://huggingface.co/{id} to "
+    "ask for access."
+)
 
 
 # ----------------------------------------------------------------------------------------------------------- hashing
@@ -248,15 +252,33 @@ class HubStore:
         return meta["dir"] / rel if meta["flat"] else meta["dir"] / sha / rel
 
 
-def _auth_error(handler, meta):
-    """None if the request may read the repo, else (status, headers, message)."""
+def _token(handler):
     auth = handler.headers.get("Authorization", "")
-    token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-    tokens = handler.server.mirror.hub_tokens
-    if token is not None and token not in tokens:
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+def _bad_token(handler):
+    """The real hub answers 401 to any request that carries a token it does not know."""
+    token = _token(handler)
+    if token is not None and token not in handler.server.mirror.hub_tokens:
         return 401, {}, "Invalid credentials in Authorization header"
-    if meta.get("gated") and token is None:
+    return None
+
+
+def _auth_error(handler, meta):
+    """None if the request may download from the repo, else (status, headers, message). As on the real hub, a gated
+    repository is listed openly; its files need a token (401 without one) whose account accepted the terms (403 for a
+    known token that did not: --hub-token-no-access)."""
+    bad = _bad_token(handler)
+    if bad:
+        return bad
+    if not meta.get("gated"):
+        return None
+    token = _token(handler)
+    if token is None:
         return 401, {"X-Error-Code": "GatedRepo"}, GATED_MESSAGE.format(id=meta["id"])
+    if token in handler.server.mirror.hub_tokens_no_access:
+        return 403, {"X-Error-Code": "GatedRepo"}, GATED_403.format(id=meta["id"])
     return None
 
 
@@ -315,6 +337,7 @@ def _tree_entries(meta, sha, prefix, recursive):
 def handle(handler, path: str, query: str, prefix: str):
     """Serve one hub request; path is relative to the hub root (starts with /), raw (still %-quoted)."""
     mirror = handler.server.mirror
+    mirror.hub_pause()  # the latency setting: every hub and storage answer starts this much later
     parts = path.strip("/").split("/")
     method = handler.command
     if parts[:2] == ["api", "whoami-v2"]:
@@ -332,10 +355,13 @@ def handle(handler, path: str, query: str, prefix: str):
         sha = HubStore.resolve(meta, rev)
         if sha is None:
             return _error(handler, 404, f"Invalid rev id: {rev}", "RevisionNotFound")
+        denied = _bad_token(handler)
+        if denied:
+            return _error(handler, denied[0], denied[2], extra=denied[1])
         if action == "revision":
             return handler.send_json(_info(meta, sha))
         if action == "tree":
-            denied = _auth_error(handler, meta)
+            denied = _bad_token(handler)
             if denied:
                 return _error(handler, denied[0], denied[2], extra=denied[1])
             q = parse_qs(query)
@@ -369,9 +395,34 @@ def handle(handler, path: str, query: str, prefix: str):
         entry = meta["by_path"][sha].get(rel)
         if entry is None:
             return _error(handler, 404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": sha})
-        etag = entry["lfs"]["oid"] if "lfs" in entry else entry["oid"]
-        headers = {"X-Repo-Commit": sha, "ETag": f'"{etag}"', "Content-Type": "application/octet-stream"}
+        headers = {"X-Repo-Commit": sha, "ETag": f'"{entry["oid"]}"'}
         if "lfs" in entry:
-            headers["X-Linked-Size"] = str(entry["size"])
-        return handler.send_file(HubStore.file_path(meta, sha, rel), headers, head=(method == "HEAD"))
+            # Like the real hub: an LFS file answers 302 to the storage host, with the object's sha256 and size in
+            # X-Linked-Etag / X-Linked-Size (huggingface_hub reads them from the HEAD before following Location).
+            oid = entry["lfs"]["oid"]
+            # The storage host is another origin (the CDN listener's port), so clients drop Authorization for it.
+            host = handler.headers.get("Host", handler.server.server_address[0]).rsplit(":", 1)[0]
+            headers |= {
+                "X-Linked-Etag": f'"{oid}"',
+                "X-Linked-Size": str(entry["size"]),
+                "Location": f"http://{host}:{mirror.cdn_port}/cdn-lfs/{quote(repo_id)}/{oid}/{quote(rel)}?sha={sha}",
+            }
+            return handler.send_body(302, b"", headers)
+        headers["Content-Type"] = "application/octet-stream"
+        return handler.send_file(
+            HubStore.file_path(meta, sha, rel), headers, head=(method == "HEAD"), rate=mirror.hub_rate
+        )
+    if len(parts) >= 5 and parts[0] == "cdn-lfs":
+        # The storage host a redirect points to: no Authorization needed (the real one is a signed URL).
+        meta = mirror.hub.repo(unquote(parts[1]) + "/" + unquote(parts[2]))
+        sha, rel = parse_qs(query).get("sha", [""])[0], unquote("/".join(parts[4:]))
+        entry = meta and meta["by_path"].get(sha, {}).get(rel)
+        if not entry or entry.get("lfs", {}).get("oid") != parts[3]:
+            return handler.send_body(404, b"NoSuchKey\n")
+        return handler.send_file(
+            HubStore.file_path(meta, sha, rel),
+            {"ETag": f'"{parts[3]}"', "Content-Type": "application/octet-stream"},
+            head=(method == "HEAD"),
+            rate=mirror.hub_rate,
+        )
     return _error(handler, 404, "Not found")

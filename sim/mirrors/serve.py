@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Serve the generated mirrors over HTTP (one stdlib ThreadingHTTPServer process; stops cleanly on SIGTERM/SIGINT).
 
-    serve.py --root DIR [--bind IP] [--port N] [--hub-port M] [--hub-token T ...] [--hub-page-size K]
-             [--faults FILE] [--log FILE] [--ready-file FILE]
+    serve.py --root DIR [--bind IP] [--port N] [--hub-port M] [--hub-token T ...] [--hub-token-no-access T ...]
+             [--hub-rate BYTES_PER_S] [--hub-latency S] [--hub-page-size K] [--faults FILE] [--log FILE]
+             [--ready-file FILE]
 
 Main port:  /nvidia/...   apt repository (static)       /pypi/...  simple indexes and wheels (static)
             /git/...      git repositories (dumb HTTP)   /hf/...    Hugging Face hub stand-in
             /_sim/faults  GET, POST (JSON list or object, appended), DELETE       /_sim/requests  GET, DELETE
+            /_sim/hub     GET, POST {"rate": bytes/s per connection, "latency": s} (the hub's pace)
 Hub port (optional): the hub at the URL root, for clients that want HF_ENDPOINT without a path.
 The first line on stdout is a JSON object with the URLs; --ready-file gets the same JSON once listening.
 """
@@ -35,7 +37,8 @@ TEXT_NAMES = {"Release", "InRelease", "Packages", "HEAD", "info/refs", "objects/
 
 class Faults:
     """Fault rules: {"match": glob on the request path, "action": "drop"|"slow"|"status", "times": N or null,
-    "methods": [..] (optional), "after_bytes" | "at_offset" (drop), "bytes_per_sec" (slow), "status" (status)}."""
+    "methods": [..] (optional), "after_bytes" | "at_offset" (drop), "bytes_per_sec" (slow), "status" and "headers"
+    (status, e.g. {"Retry-After": "1"})}."""
 
     def __init__(self, path=None):
         self.path = Path(path) if path else None
@@ -102,12 +105,21 @@ class Mirror:
         self.hub_tokens = set(args.hub_token or []) or {
             t for t in os.environ.get("SIM_HUB_TOKENS", "hf_sim_test_token").split(",") if t
         }
+        self.hub_tokens_no_access = set(args.hub_token_no_access or [])
+        self.hub_tokens |= self.hub_tokens_no_access
         self.hub_page_size = args.hub_page_size
+        self.hub_rate = args.hub_rate or None  # bytes per second per connection (file bodies), None = unlimited
+        self.hub_latency = args.hub_latency  # seconds before each file answer (a far-away hub / CDN)
+        self.cdn_port = None
         self.faults = Faults(args.faults)
         self.log_file = open(args.log, "a", buffering=1) if args.log else None
         self.requests = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+
+    def hub_pause(self):
+        if self.hub_latency > 0:
+            time.sleep(self.hub_latency)
 
     def record(self, entry):
         with self.lock:
@@ -167,7 +179,7 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, obj, status=200, headers=None):
         self.send_body(status, json.dumps(obj).encode(), headers, "application/json")
 
-    def send_file(self, path: Path, headers=None, head=False):
+    def send_file(self, path: Path, headers=None, head=False, rate=None):
         try:
             size = path.stat().st_size
         except OSError:
@@ -215,11 +227,18 @@ class Handler(BaseHTTPRequestHandler):
                 limit = int(drop.get("after_bytes", 0))
         if slow:
             self.fault = (self.fault or {}) | {"slow": slow["bytes_per_sec"]}
+        t_body = time.monotonic()
         with path.open("rb") as f:
             f.seek(start)
             remaining = length
             while remaining > 0 and not mirror.stopping.is_set():
                 n = min(CHUNK, remaining)
+                if rate:
+                    # per-connection cap: never ahead of rate * elapsed (small chunks keep the pace even)
+                    n = min(n, max(4096, int(rate) // 50))
+                    ahead = (length - remaining) / rate - (time.monotonic() - t_body)
+                    if ahead > 0:
+                        time.sleep(ahead)
                 if slow:
                     n = min(n, max(1, int(slow["bytes_per_sec"]) // 10))
                 if limit is not None:
@@ -250,7 +269,11 @@ class Handler(BaseHTTPRequestHandler):
             fault = mirror.faults.take(path, self.command, ("status",))
             if fault:
                 self.fault = {"action": "status", "match": fault["match"]}
-                return self.send_body(int(fault.get("status", 503)), b"simulated failure\n")
+                return self.send_body(int(fault.get("status", 503)), b"simulated failure\n", fault.get("headers"))
+            if self.server.name == "cdn":
+                if not path.startswith("/cdn-lfs/"):
+                    return self.send_body(404, b"NoSuchKey\n")
+                return hub.handle(self, path, url.query, "")
             if self.server.hub_only:
                 return hub.handle(self, path, url.query, "")
             if path == "/hf" or path.startswith("/hf/"):
@@ -301,6 +324,19 @@ class Handler(BaseHTTPRequestHandler):
                 except (ValueError, AttributeError) as e:
                     return self.send_json({"error": str(e)}, 400)
                 return self.send_json({"ok": True, "faults": mirror.faults.listing()})
+        if path == "/_sim/hub":
+            # GET the hub's pace; POST {"rate": bytes/s per connection or 0, "latency": seconds} to change it
+            if self.command == "POST":
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    if "rate" in body:
+                        mirror.hub_rate = float(body["rate"]) or None
+                    if "latency" in body:
+                        mirror.hub_latency = max(0.0, float(body["latency"]))
+                except (ValueError, TypeError, AttributeError) as e:
+                    return self.send_json({"error": str(e)}, 400)
+            return self.send_json({"rate": mirror.hub_rate or 0, "latency": mirror.hub_latency})
         if path == "/_sim/requests":
             if self.command == "DELETE":
                 with mirror.lock:
@@ -329,6 +365,12 @@ def main(argv=None):
     p.add_argument("--port", type=int, default=8080, help="0 picks a free port")
     p.add_argument("--hub-port", type=int, default=None, help="also serve the hub at the root of this port")
     p.add_argument("--hub-token", action="append", help="accepted hub token (repeatable; env SIM_HUB_TOKENS)")
+    p.add_argument(
+        "--hub-token-no-access", action="append", help="a known token whose account did not accept gated repos' terms"
+    )
+    p.add_argument("--cdn-port", type=int, default=0, help="port of the LFS storage host the hub redirects to")
+    p.add_argument("--hub-rate", type=float, default=0, help="bytes/s per connection for hub file bodies (0: no cap)")
+    p.add_argument("--hub-latency", type=float, default=0.0, help="seconds before each hub file answer")
     p.add_argument("--hub-page-size", type=int, default=3, help="tree listing page size (Link: rel=next)")
     p.add_argument("--faults", help="JSON fault rules file, re-read when it changes")
     p.add_argument("--log", help="append one JSON line per request to this file")
@@ -338,6 +380,8 @@ def main(argv=None):
     servers = [Server((args.bind, args.port), mirror, "main", False)]
     if args.hub_port is not None:
         servers.append(Server((args.bind, args.hub_port), mirror, "hub", True))
+    cdn = Server((args.bind, args.cdn_port), mirror, "cdn", False)  # where LFS redirects point (another origin)
+    mirror.cdn_port = cdn.server_port
     base = f"http://{args.bind}:{servers[0].server_port}"
     urls = {
         "base": base,
@@ -349,9 +393,11 @@ def main(argv=None):
         "git": f"{base}/git/",
         "hf": f"{base}/hf",
         "hf_root": f"http://{args.bind}:{servers[1].server_port}" if len(servers) > 1 else None,
+        "cdn": f"http://{args.bind}:{cdn.server_port}",
         "control": f"{base}/_sim/",
         "pid": os.getpid(),
     }
+    servers.append(cdn)
     threads = [threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True) for s in servers]
     for t in threads:
         t.start()

@@ -202,7 +202,8 @@ def test_interrupted_download_resumes_on_the_next_run(node):
     t0 = time.time()
     mirror(
         "/_sim/faults",
-        {"match": f"/hf/sim-org/GLM-5-NVFP4/resolve/*/{SHARD}", "action": "drop", "at_offset": 6000, "times": 1},
+        # LFS files are redirected to the storage listener (/cdn-lfs/...): match the file wherever it is served
+        {"match": f"*/sim-org/GLM-5-NVFP4/*/{SHARD}", "action": "drop", "at_offset": 6000, "times": 1},
     )
     first = playbook(node, ["playbooks/model.yml"], {"model_download_retries": 0})
     assert first.rc != 0, "the dropped transfer should fail the run when no reconnection is allowed"
@@ -215,7 +216,7 @@ def test_interrupted_download_resumes_on_the_next_run(node):
     dl = second.result("Download and verify")
     assert {"path": SHARD, "from": 6000} in dl["resumed"] and dl["done"]
     log = [r for r in mirror("/_sim/requests") if r["time"] >= t0 and r["path"].endswith("/" + SHARD)]
-    assert any(r["range"] == "bytes=6000-" and r["status"] == 206 for r in log), log
+    assert any((r["range"] or "").startswith("bytes=6000-") and r["status"] == 206 for r in log), log
     marker = json.loads(node.sh(f"cat {MODEL}/.llmops-snapshot.json"))
     assert marker["commit"] == dl["commit"] and SHARD in marker["files"]
     # offline re-run: marker + sizes, no request at all

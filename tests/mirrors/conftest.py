@@ -75,6 +75,8 @@ def server(built):
             "0",
             "--hub-token",
             "hf_test_token",
+            "--hub-token-no-access",
+            "hf_no_access_token",
             "--log",
             log,
         ],

@@ -4,6 +4,10 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
+import urllib.parse
+from http.client import HTTPConnection
+from pathlib import Path
 
 import pytest
 from _mirror_util import clean_env, control, http
@@ -93,10 +97,21 @@ def test_resolve_headers_and_range(built, server):
     sha = meta["refs"]["main"]
     entry = next(f for f in meta["commits"][sha]["files"] if f["path"].endswith(".safetensors"))
     url = f"{server['hf']}/{REPO}/resolve/main/{entry['path']}"
-    status, headers, _ = http(url, "HEAD")
-    assert status == 200
+    # An LFS file: 302 to the storage host (another origin) with the object's metadata on the redirect itself.
+    u = urllib.parse.urlsplit(url)
+    conn = HTTPConnection(u.netloc, timeout=10)
+    conn.request("HEAD", u.path)
+    resp = conn.getresponse()
+    headers = dict(resp.headers)
+    conn.close()
+    assert resp.status == 302
     assert headers["X-Repo-Commit"] == sha
-    assert headers["ETag"] == f'"{entry["lfs"]["oid"]}"'
+    assert headers["X-Linked-Etag"] == f'"{entry["lfs"]["oid"]}"' and headers["X-Linked-Size"] == str(entry["size"])
+    assert headers["ETag"] == f'"{entry["oid"]}"'  # the pointer's git oid, as on the real hub
+    location = urllib.parse.urlsplit(headers["Location"])
+    assert location.netloc != u.netloc and location.netloc == urllib.parse.urlsplit(server["cdn"]).netloc
+    status, headers, _ = http(url, "HEAD")  # urllib follows the redirect: the storage host's answer
+    assert status == 200 and headers["ETag"] == f'"{entry["lfs"]["oid"]}"'
     assert headers["Content-Length"] == str(entry["size"]) and headers["Accept-Ranges"] == "bytes"
     assert "X-Xet-Hash" not in headers
     status, headers, body = http(url, headers={"Range": "bytes=100-"})
@@ -147,6 +162,13 @@ def test_gated_repo_needs_a_token(built, server, tmp_path):
     assert denied["error"] == "GatedRepoError", denied
     status, headers, _ = http(f"{server['hf']}/{GATED}/resolve/main/config.json", "HEAD")
     assert status == 401 and headers["X-Error-Code"] == "GatedRepo"
+    # listed openly, as on the real hub; a known token whose account did not accept the terms gets 403
+    status, _, body = http(f"{server['hf']}/api/models/{GATED}/tree/main?recursive=true")
+    assert status == 200 and json.loads(body)
+    no_access = {"Authorization": "Bearer hf_no_access_token"}
+    status, headers, _ = http(f"{server['hf']}/{GATED}/resolve/main/config.json", "HEAD", headers=no_access)
+    assert status == 403 and headers["X-Error-Code"] == "GatedRepo"
+    assert download(server["hf"], tmp_path, repo_id=GATED, token="hf_no_access_token")["error"] == "GatedRepoError"
     wrong = download(server["hf"], tmp_path, repo_id=GATED, token="hf_wrong")
     assert "error" in wrong
     ok = download(server["hf"], tmp_path, repo_id=GATED, token="hf_test_token")
@@ -168,8 +190,6 @@ def test_status_and_slow_faults(server):
     try:
         assert http(server["base"] + path)[0] == 503
         assert http(server["base"] + path)[0] == 503
-        import time
-
         t0 = time.monotonic()
         status, _, body = http(server["base"] + path)
         elapsed = time.monotonic() - t0
@@ -179,3 +199,42 @@ def test_status_and_slow_faults(server):
     t0 = time.monotonic()
     assert http(server["base"] + path)[0] == 200
     assert time.monotonic() - t0 < 0.3
+
+
+def test_hf_download_cli_gets_every_file_through_the_storage_redirect(built, server, tmp_path):
+    control(server, "requests", "DELETE")
+    env = clean_env(
+        HF_ENDPOINT=server["hf_root"],
+        HF_HUB_DISABLE_XET="1",
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+    )
+    hf = Path(sys.executable).parent / "hf"
+    proc = subprocess.run(
+        [str(hf), "download", BIG, "--local-dir", str(tmp_path / "model"), "--format", "quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert_files_match(built, BIG, tmp_path / "model")
+    log = control(server, "requests")
+    cdn = [r for r in log if r["listener"] == "cdn" and r["path"].endswith("/" + BIG_FILE)]
+    assert cdn and not any(r["authorization"] for r in cdn)  # the storage host never sees the token header
+    assert any(r["method"] == "HEAD" and r["status"] == 302 for r in log if r["path"].endswith("/" + BIG_FILE))
+
+
+def test_the_hub_paces_each_connection(server):
+    meta_url = f"{server['hf_root']}/{BIG}/resolve/main/{BIG_FILE}"
+    status, _, _ = http(f"{server['control']}hub", "POST", json.dumps({"rate": 1 << 20, "latency": 0.2}).encode())
+    assert status == 200
+    try:
+        t0 = time.monotonic()
+        status, _, body = http(meta_url, headers={"Range": "bytes=0-2097151"})
+        elapsed = time.monotonic() - t0
+    finally:
+        http(f"{server['control']}hub", "POST", json.dumps({"rate": 0, "latency": 0}).encode())
+    assert status == 206 and len(body) == 2 << 20
+    assert elapsed >= 0.2 * 2 + 2 * 0.9  # two answers (302, then the range) each 0.2 s late, 2 MiB at 1 MiB/s

@@ -2,6 +2,7 @@
 
 import hashlib
 import http.server
+import itertools
 import json
 import os
 import threading
@@ -9,8 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import hf_hub
-from ansible_collections.llmops.sglang.plugins.modules import hf_snapshot
+from ansible_collections.llmops.sglang.plugins.module_utils import hf_http, hf_hub, hf_transfer
 
 
 def test_filter_paths_follows_huggingface_hub():
@@ -47,6 +47,9 @@ def test_read_env_value(tmp_path):
 
 
 class _Hub(http.server.BaseHTTPRequestHandler):
+    """Serves ``files`` with Range support; ``drop_at`` cuts the first whole-file answer after that many bytes."""
+
+    protocol_version = "HTTP/1.1"
     files: ClassVar[dict] = {}
     drop_at = None
     ranges: ClassVar[list] = []
@@ -57,25 +60,34 @@ class _Hub(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         name = self.path.rsplit("/", 1)[-1]
         data = self.files[name]
-        start = 0
+        start, end = 0, len(data) - 1
         rng = self.headers.get("Range")
         type(self).ranges.append(rng)
         if rng:
-            start = int(rng.split("=")[1].rstrip("-"))
+            a, _, b = rng.split("=")[1].partition("-")
+            start, end = int(a), int(b) if b else len(data) - 1
             self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         else:
             self.send_response(200)
-        body = data[start:]
+        body = data[start : end + 1]
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if type(self).drop_at is not None and not rng:
             self.wfile.write(body[: type(self).drop_at])
             type(self).drop_at = None
             self.wfile.flush()
-            self.connection.close()
+            self.close_connection = True
             return
         self.wfile.write(body)
+
+
+def _transfer(url, want, part, *, retries=0):
+    job = hf_transfer.FileJob("w.bin", url, want, part, 0)
+    t = hf_transfer.Transfer(
+        [job], connections=1, retries=retries, fetcher_factory=lambda: hf_http.Fetcher("x", None, 5)
+    )
+    return job, t, t.run(lambda j: j.close())
 
 
 def test_download_resumes_a_partial_left_by_an_earlier_call(tmp_path):
@@ -86,26 +98,35 @@ def test_download_resumes_a_partial_left_by_an_earlier_call(tmp_path):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        client = hf_hub.HubClient(f"http://127.0.0.1:{srv.server_port}", timeout=5)
-        url = client.file_url("o/n", "a" * 40, "w.bin")
+        url = f"http://127.0.0.1:{srv.server_port}/o/n/resolve/{'a' * 40}/w.bin"
         want = {"size": len(data), "kind": "sha256", "digest": hashlib.sha256(data).hexdigest()}
         part = str(tmp_path / "p" / "w.bin.incomplete")
         with pytest.raises(hf_hub.HubError, match="resumes"):
-            hf_snapshot.download_file(
-                client, url, part, part + ".json", want, retries=0, deadline=None, on_bytes=lambda n: None
-            )
+            _transfer(url, want, part)
         assert os.path.getsize(part) == 100_000
-        assert (
-            hf_snapshot.download_file(
-                client, url, part, part + ".json", want, retries=0, deadline=None, on_bytes=lambda n: None
-            )
-            == 100_000
-        )
-        assert _Hub.ranges == [None, "bytes=100000-"]
+        job, _, finished = _transfer(url, want, part)
+        assert finished and job.verified and job.resumed_from == 100_000
+        assert _Hub.ranges == [None, "bytes=100000-299999"]
         with open(part, "rb") as f:
             assert f.read() == data
     finally:
         srv.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "attempt", "expected"),
+    [("7", 1, 7.0), (None, 1, 1.0), (None, 3, 4.0), (None, 30, 30.0), ("100000", 1, 300.0), ("soon", 2, 2.0)],
+)
+def test_retry_delay_honours_retry_after_and_backs_off(retry_after, attempt, expected):
+    exc = hf_hub.HubError("x", status=429, retry_after=retry_after)
+    assert hf_hub.retry_delay(exc, attempt) == expected
+
+
+def test_plan_segments_cover_the_file_exactly():
+    segs = hf_transfer.plan_segments(10 * 1024 + 5, 1024)
+    assert segs[0][:2] == [0, 1024] and segs[-1][:2] == [10 * 1024, 10 * 1024 + 5] and len(segs) == 11
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(segs))
+    assert hf_transfer.plan_segments(100, 0) == [[0, 100, 0, None]]
 
 
 def test_marker_matches_needs_the_same_request():

@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see galaxy.yml)
+"""What is already on disk for a snapshot, and the checks of the module's inputs that need no network.
+
+- ``check_inputs``: one-line errors (expected, found, what to do) for a bad repo id, endpoint, destination or token
+  file, before anything on the host changes.
+- the verified-files record ``DEST/.llmops-partial/verified.json``: files this snapshot already verified, trusted by
+  size and mtime so a later call does not hash them again.
+- ``bytes_on_disk``: what the partial files of the files still to fetch already hold (from their segment state).
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type
+
+import json
+import math
+import os
+import re
+import time
+
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR, hash_file
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import load_state, save_json
+
+REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_.~+/=:-]*$")
+VERIFIED = "verified.json"
+PEER_FRESH = 300
+
+
+def _nearest_existing(path):
+    p = os.path.abspath(path)
+    while not os.path.lexists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+def check_inputs(p):
+    """The first problem with the module's parameters as one line, or None."""
+    repo = p["repo_id"]
+    if not REPO_ID.match(repo or "") or ".." in repo or repo.endswith((".git", ".")):
+        return (
+            "repo_id: expected ORG/NAME made of letters, digits, '.', '_' and '-' (for example zai-org/GLM-5); found "
+            "%r; correct the repository id" % repo
+        )
+    ep = p["endpoint"] or ""
+    m = re.match(r"^(https?)://([^/\s?#]+)(/[^\s?#]*)?$", ep)
+    if not m:
+        return "endpoint: expected an http(s) URL such as https://huggingface.co; found %r; correct the endpoint" % ep
+    if p.get("peer_url") and not re.match(r"^https?://[^/\s?#]+(/[^\s?#]*)?$", p["peer_url"]):
+        return "peer_url: expected an http(s) URL such as http://10.0.0.5:8765; found %r" % p["peer_url"]
+    for name, lo, hi in (("connections", 1, 64), ("retries", 0, 100), ("timeout", 1, 3600), ("segment_mib", 0, 65536)):
+        if not lo <= p[name] <= hi:
+            return "%s: expected an integer from %d to %d; found %s" % (name, lo, hi, p[name])
+    for name in ("wait_budget", "reserve_gib", "peer_wait"):
+        if not math.isfinite(p[name]) or p[name] < 0:
+            return "%s: expected a finite number >= 0; found %s" % (name, p[name])
+    dest = p["dest"]
+    if os.path.lexists(dest) and not os.path.isdir(dest):
+        return "dest: expected a directory (or a path to create); found an existing file %s; choose a directory" % dest
+    base = _nearest_existing(dest)
+    if not os.path.isdir(base):
+        return "dest: expected a path below directories; found %s is a file; choose another path" % base
+    try:
+        st = os.statvfs(base)
+    except OSError as exc:
+        return "dest: cannot inspect %s (%s); choose a directory on a local disk" % (base, exc.strerror)
+    if st.f_blocks == 0:
+        return (
+            "dest: expected a directory on a disk; found %s on a pseudo file system without storage (such as /proc or "
+            "/sys); choose a directory on a disk" % dest
+        )
+    if not os.access(base, os.W_OK | os.X_OK):
+        return "dest: expected a writable directory; found %s not writable%s; choose a writable path or fix it" % (
+            base,
+            " (read-only file system)" if st.f_flag & os.ST_RDONLY else "",
+        )
+    if p.get("token_file") and os.path.lexists(p["token_file"]):
+        tf = p["token_file"]
+        if not os.path.isfile(tf):
+            return "token_file: expected a file of KEY=VALUE lines; found %s is not a regular file" % tf
+        try:
+            with open(tf, "rb") as f:
+                raw = f.read(1 << 20)
+            raw.decode("utf-8")
+            if b"\0" in raw:
+                raise ValueError("NUL byte")
+        except OSError as exc:
+            return "token_file: cannot read %s (%s); run as a user that can read it" % (tf, exc.strerror)
+        except ValueError:
+            return (
+                "token_file: expected a text EnvironmentFile with %s=VALUE lines; found binary data in %s; rewrite it "
+                "(the model role writes it from model_hf_token)" % (p["token_env_name"], tf)
+            )
+    return None
+
+
+def token_problem(token):
+    """Why a token cannot be one (never showing it), or None."""
+    if token is None or TOKEN_CHARS.match(token):
+        return None
+    kinds = []
+    for ch, name in ((" ", "a space"), ("\n", "a newline"), ("\t", "a tab"), ('"', "a quote"), ("'", "a quote")):
+        if ch in token and name not in kinds:
+            kinds.append(name)
+    other = [c for c in token if not TOKEN_CHARS.match(c) and c not in " \n\t\"'"]
+    if other:
+        kinds.append("%d other character(s) outside letters, digits and _.~+/=:-" % len(other))
+    return "found %d characters (not shown) with %s" % (len(token), ", ".join(kinds))
+
+
+# ------------------------------------------------------------------------------------------- verified-files record
+def load_verified(dest, commit):
+    try:
+        with open(os.path.join(dest, PARTIAL_DIR, VERIFIED), encoding="utf-8") as f:
+            data = json.load(f)
+        return data["files"] if data.get("commit") == commit and isinstance(data.get("files"), dict) else {}
+    except (OSError, ValueError, KeyError, AttributeError):
+        return {}
+
+
+def save_verified(dest, commit, files):
+    root = os.path.join(dest, PARTIAL_DIR)
+    if not os.path.isdir(root):
+        os.makedirs(root, mode=0o755, exist_ok=True)
+    save_json(os.path.join(root, VERIFIED), {"commit": commit, "files": files})
+
+
+def stamp(path):
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def present_files(dest, files, known, verified, *, trust_marker):
+    """(files still to fetch, bytes already right, the verified record) for the listing ``files``. A file is right
+    when the marker (``known``, same digest; with ``trust_marker``) or this snapshot's verified record (same digest,
+    size and mtime) vouches for it, or else when its hash matches: then it is recorded, so it is hashed once."""
+    todo, done_bytes, record = [], 0, {}
+    for rel, want in files.items():
+        path = os.path.join(dest, rel)
+        size = os.path.getsize(path) if os.path.isfile(path) else None
+        if size == want["size"]:
+            k, rec = known.get(rel), verified.get(rel)
+            if (
+                (trust_marker and k and k.get("digest") == want["digest"])
+                or (rec and rec.get("digest") == want["digest"] and rec.get("stamp") == stamp(path))
+                or hash_file(path, want["kind"], size).hexdigest() == want["digest"]
+            ):
+                done_bytes += size
+                record[rel] = {"digest": want["digest"], "stamp": stamp(path)}
+                continue
+        todo.append(rel)
+    return todo, done_bytes, record
+
+
+def part_path(dest, rel):
+    return os.path.join(dest, PARTIAL_DIR, rel + ".incomplete")
+
+
+def bytes_on_disk(dest, rel, want, segment_bytes):
+    """Bytes of ``rel`` already written (per its segment state) that a later call keeps."""
+    part = part_path(dest, rel)
+    if not os.path.exists(part):
+        return 0
+    segs = load_state(part + ".json", want, segment_bytes)
+    return sum(s[2] for s in segs) if segs else 0
+
+
+def load_peer_progress(dest):
+    """When the peer last sent a byte, kept across the calls of one until/retries loop (so waiting for a stalled peer
+    is bounded); now when there is no record or it is older than PEER_FRESH seconds (an earlier, unrelated run)."""
+    now = time.time()
+    try:
+        with open(os.path.join(dest, PARTIAL_DIR, "peer.json"), encoding="utf-8") as f:
+            data = json.load(f)
+        if now - float(data["saved_at"]) <= PEER_FRESH:
+            return float(data["last_progress"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return now
+
+
+def save_peer_progress(dest, when):
+    root = os.path.join(dest, PARTIAL_DIR)
+    if os.path.isdir(root):
+        save_json(os.path.join(root, "peer.json"), {"last_progress": when, "saved_at": time.time()})

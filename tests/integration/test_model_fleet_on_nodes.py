@@ -1,0 +1,266 @@
+"""Once per fleet: three simulated hosts get one model, the hub serves its bytes once, every host verifies every file.
+
+Boots fl1, fl2, fl3 (10.213.0.71-73, no GPU: the model role needs none) and serves a small model from its own hub
+stand-in on the bridge (paced per connection, so one host's download takes seconds). First fl1 alone downloads it
+(the one-host time), then playbooks/model.yml runs on all three with model_fleet_fanout: fl1 downloads from the hub,
+fl2 and fl3 copy from fl1 over the LAN. Prints the wall-time ratio (a figure, not asserted: no timed asserts in
+tests; `make bench` measures the same ratio on one machine).
+
+Environment: FL_NODE_PREFIX (default fl), FL_NODE_BASE (default 71: addresses 10.213.0.71-73).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from _node_util import ROOT, VENV_BIN, sim_node
+
+pytestmark = pytest.mark.node
+
+PREFIX = os.environ.get("FL_NODE_PREFIX", "fl")
+BASE = int(os.environ.get("FL_NODE_BASE", "71"))
+HOSTS = {f"{PREFIX}{i + 1}": f"10.213.0.{BASE + i}" for i in range(3)}
+BRIDGE = "10.213.0.1"
+REPO = "sim-org/fleet-model"
+RATE = 256 * 1024  # bytes/s per connection at the hub: the download, not Ansible, dominates the wall time
+MIB = 1 << 20
+
+
+def ssh(key, ip, cmd, timeout=120):
+    p = subprocess.run(
+        [
+            "ssh",
+            "-i",
+            key,
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            "ConnectTimeout=5",
+            f"root@{ip}",
+            cmd,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert p.returncode == 0, f"{ip}: `{cmd}` exited {p.returncode}: {p.stderr}"
+    return p.stdout
+
+
+@pytest.fixture(scope="module")
+def fleet(request, tmp_path_factory):
+    if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
+        pytest.skip("node tests need root and systemd-nspawn")
+    assert re.fullmatch(r"[a-z]{2}[a-z0-9-]{0,8}", PREFIX) and 70 < BASE < 96
+    work = tmp_path_factory.mktemp("fleet")
+    src = work / "model"
+    src.mkdir()
+    (src / "config.json").write_text('{"model_type": "llama"}\n')
+    for i in range(6):
+        (src / f"model-{i:05d}-of-00006.safetensors").write_bytes(random.Random(i).randbytes(4 * MIB))
+    out = work / "out"
+    subprocess.run(
+        [
+            sys.executable,
+            ROOT / "sim/mirrors/build.py",
+            "--out",
+            out,
+            "--base-url",
+            f"http://{BRIDGE}:8080",
+            "--only",
+            "hub",
+            "--hub-model",
+            f"{REPO}={src}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    state = {"hub": None}
+
+    def finalize():
+        if state["hub"] is not None:
+            state["hub"].send_signal(signal.SIGTERM)
+            state["hub"].wait(15)
+        for name in HOSTS:
+            sim_node("down", name, check=False)
+        sim_node("teardown", check=False)  # never --all: other engineers' nodes stay up
+
+    request.addfinalizer(finalize)
+    for name, ip in HOSTS.items():
+        if name in sim_node("list", check=False).stdout.split():
+            sim_node("down", name, check=False)
+        sim_node("up", name, ip, "--profile", "none", timeout=600)
+    key = sim_node("ssh-key").stdout.strip()
+    hub = subprocess.Popen(
+        [
+            sys.executable,
+            ROOT / "sim/mirrors/serve.py",
+            "--root",
+            out,
+            "--bind",
+            BRIDGE,
+            "--port",
+            "0",
+            "--hub-port",
+            "0",
+            "--hub-rate",
+            str(RATE),
+            "--hub-latency",
+            "0.01",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    state["hub"] = hub
+    urls = json.loads(hub.stdout.readline())
+    inv = work / "hosts.yml"
+    inv.write_text(
+        json.dumps(
+            {
+                "all": {
+                    "vars": {
+                        "ansible_user": "root",
+                        "ansible_ssh_private_key_file": key,
+                        "ansible_python_interpreter": "/usr/bin/python3",
+                    },
+                    "children": {"gpu_servers": {"hosts": {n: {"ansible_host": ip} for n, ip in HOSTS.items()}}},
+                }
+            }
+        )
+    )
+    meta = json.loads((out / "hub" / REPO / "repo.json").read_text())
+    files = meta["commits"][meta["refs"]["main"]]["files"]
+    for ip in HOSTS.values():
+        ssh(key, ip, "systemctl is-system-running --wait >/dev/null || true")
+    return {"key": key, "inv": inv, "urls": urls, "files": files, "work": work}
+
+
+def requests_log(urls):
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(urls["control"] + "requests", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def hub_file_bytes(urls, since):
+    return sum(
+        r["bytes"]
+        for r in requests_log(urls)
+        if r["time"] >= since and r["listener"] in ("hub", "cdn") and "/api/" not in r["path"]
+    )
+
+
+def run_model(fleet, limit, extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        PATH=f"{VENV_BIN}:{env.get('PATH', '')}",
+        ANSIBLE_CALLBACKS_ENABLED="llmops.sglang.sglang_progress",
+    )
+    variables = {
+        "model_repo_id": REPO,
+        "model_hf_endpoint": fleet["urls"]["hf_root"],
+        "model_progress_interval": 2,
+        "model_download_connections": 4,
+        "model_reserve_gib": 0,
+        **extra,
+    }
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [
+            shutil.which("ansible-playbook", path=env["PATH"]),
+            "-i",
+            str(fleet["inv"]),
+            "--limit",
+            limit,
+            "-e",
+            json.dumps(variables),
+            str(ROOT / "playbooks/model.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    if p.returncode != 0:
+        first = next(iter(HOSTS.values()))
+        journal = subprocess.run(
+            [
+                "ssh",
+                "-i",
+                fleet["key"],
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "LogLevel=ERROR",
+                f"root@{first}",
+                "journalctl -u llmops-model-share --no-pager | tail -20",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+        raise AssertionError(p.stdout[-4000:] + p.stderr[-2000:] + "\nshare unit on the seed:\n" + journal)
+    return time.monotonic() - t0, p.stdout
+
+
+def assert_verified_copy(fleet, ip, model_dir):
+    listing = {f["path"]: f for f in fleet["files"]}
+    marker = json.loads(ssh(fleet["key"], ip, f"cat {model_dir}/.llmops-snapshot.json"))
+    assert set(marker["files"]) == set(listing)
+    sums = ssh(fleet["key"], ip, f"cd {model_dir} && sha256sum " + " ".join(sorted(listing)))
+    for line in sums.splitlines():
+        digest, path = line.split()
+        f = listing[path]
+        if "lfs" in f:
+            assert digest == f["lfs"]["oid"], (ip, path)
+        else:
+            data = ssh(fleet["key"], ip, f"cat {model_dir}/{path}").encode()
+            assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == f["oid"], (ip, path)
+
+
+def test_the_hub_serves_the_model_once_for_three_hosts_and_every_host_verifies_it(fleet):
+    model_bytes = sum(f["size"] for f in fleet["files"])
+    first = next(iter(HOSTS))
+    t = time.time()
+    solo, _ = run_model(fleet, first, {"model_dir": "/opt/models/solo"})
+    assert hub_file_bytes(fleet["urls"], t) == model_bytes
+    t = time.time()
+    wall, out = run_model(fleet, "all", {"model_dir": "/opt/models/fleet", "model_fleet_fanout": True})
+    assert hub_file_bytes(fleet["urls"], t) == model_bytes  # once, not three times
+    for ip in HOSTS.values():
+        assert_verified_copy(fleet, ip, "/opt/models/fleet")
+    # the share is gone once the copies are done
+    assert ssh(fleet["key"], HOSTS[first], "systemctl is-active llmops-model-share.service || true").strip() != "active"
+    assert re.search(rf"\[model\] {re.escape(first)}: \d+/\d+ files", out), out[-3000:]
+    print(
+        f"\nfleet of 3: one host {solo:.1f} s, three hosts {wall:.1f} s, ratio {wall / solo:.2f} (target <= 1.5); "
+        f"hub served {model_bytes / MIB:.1f} MiB once"
+    )
