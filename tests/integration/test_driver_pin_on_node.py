@@ -45,6 +45,7 @@ def ssh(command: str) -> str:
 def play(inventory: Path) -> subprocess.CompletedProcess:
     playbook = inventory / "driver.yml"
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook), "--tags", "driver"]
+    cmd += ["--diff"]
     cmd += ["-e", json.dumps(EXTRA)]
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
@@ -128,6 +129,8 @@ def changed_tasks(result: subprocess.CompletedProcess) -> list[str]:
             task = line
         elif line.startswith(f"changed: [{NAME}]"):
             out.append(task)
+        elif line.startswith(("+", "-")) and not line.startswith(("+++", "---")):
+            out.append(line)
     return out
 
 
