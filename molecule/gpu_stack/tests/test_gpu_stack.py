@@ -31,7 +31,7 @@ def nvidia_packages(host):
     out = host.check_output("dpkg-query -W -f='${Package} ${source:Package} ${Version} ${db:Status-Abbrev}\\n'")
     held = set(host.check_output("dpkg --get-selections | awk '$2 == \"hold\" {print $1}'").split())
     rows = [line.split() for line in out.splitlines()]
-    return {r[0]: (r[2], r[0] in held) for r in rows if len(r) >= 4 and r[3].startswith("ii") and "nvidia" in r[1]}
+    return {r[0]: (r[2], r[0] in held) for r in rows if len(r) >= 4 and r[3][1:2] == "i" and "nvidia" in r[1]}
 
 
 def toolkits(host):
