@@ -109,7 +109,6 @@ attributes:
   check_mode:
     description: Can run in check_mode and return the same plan (the module only reads files in either mode).
     support: full
-    description: The module only reads files; it computes the same plan in check mode.
 """
 
 EXAMPLES = r"""
