@@ -22,21 +22,13 @@ import json
 import os
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logstate import PHASES
+
 SCHEMA = "llmops.sglang/report-v1"
 
 # Start-up phases in the order SGLang reaches them (the milestone names of sglang_server), and the label of the
 # interval that *starts* at each one: the interval started -> weights_loading is "launch", and so on.
-PHASE_ORDER = (
-    "started",
-    "weights_loading",
-    "weights_loaded",
-    "kv_allocated",
-    "memory_pool_ready",
-    "cuda_graph_capturing",
-    "cuda_graph_captured",
-    "http_up",
-    "ready",
-)
+PHASE_ORDER = PHASES  # one home: sglang_logstate
 INTERVAL_LABELS = {
     "started": "launch",
     "weights_loading": "weight load",
