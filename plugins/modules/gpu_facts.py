@@ -115,7 +115,7 @@ gpus:
     compute_capability: {description: Compute capability MAJOR.MINOR; null when unknown., type: str, sample: "12.0"}
     sm: {description: Architecture as used in build flags; null when unknown., type: str, sample: sm_120}
     mig_mode: {description: MIG mode (Enabled/Disabled); null when the GPU has none., type: str}
-    notes: {description: Per column, why nvidia-smi gave no value (its placeholder and its meaning)., type: dict}
+    notes: {description: "Per column, why nvidia-smi gave no value (its placeholder and its meaning).", type: dict}
     architecture: {description: Architecture family name., type: str, sample: Blackwell}
     driver_version: {description: Driver version., type: str, sample: 580.95.05}
     pci_bus_id: {description: PCI bus id., type: str, sample: "00000000:01:00.0"}
