@@ -6,6 +6,7 @@ from a stand-in repository that also serves a newer version of each branch (580.
 """
 
 import os
+import re
 
 import pytest
 import testinfra.utils.ansible_runner
@@ -29,7 +30,9 @@ def pinned(host):
 def nvidia_packages(host):
     """{package: (version, selection)} of every installed package built from an NVIDIA source package."""
     out = host.check_output("dpkg-query -W -f='${Package} ${source:Package} ${Version} ${db:Status-Abbrev}\\n'")
-    held = set(host.check_output("dpkg --get-selections | awk '$2 == \"hold\" {print $1}'").split())
+    # dpkg names a Multi-Arch: same package with its architecture ("libcuda1:amd64"); ${Package} does not.
+    selections = host.check_output("dpkg --get-selections | awk '$2 == \"hold\" {print $1}'").split()
+    held = {name.split(":")[0] for name in selections}
     rows = [line.split() for line in out.splitlines()]
     return {r[0]: (r[2], r[0] in held) for r in rows if len(r) >= 4 and r[3][1:2] == "i" and "nvidia" in r[1]}
 
@@ -78,8 +81,10 @@ def test_driver_is_kept_out_of_unattended_upgrades(host):
     conf = host.file("/etc/apt/apt.conf.d/51llmops-nvidia-driver")
     assert conf.contains("Unattended-Upgrade::Package-Blacklist")
     out = host.check_output("apt-config dump Unattended-Upgrade::Package-Blacklist")
-    assert '"nvidia-smi$"' in out
-    assert '"libcuda1$"' in out
+    # apt-config prints each entry as the role wrote it: an anchored regex with '-' escaped ("^nvidia\\-smi$").
+    entries = {e.replace("\\", "") for e in re.findall(r'Package-Blacklist:: "([^"]*)";', out)}
+    assert "^nvidia-smi$" in entries, entries
+    assert "^libcuda1$" in entries, entries
 
 
 METAPACKAGES = ["cuda", "cuda-drivers", "cuda-drivers-580", "cuda-drivers-575", "cuda-12-8", "cuda-13-0"]
