@@ -68,6 +68,9 @@ def run_bounded(
         env=env,
         cwd=cwd,
         start_new_session=True,
+        # A terminal delivers Ctrl-C to a program whose SIGINT is at its default. When the test suite itself was
+        # started in the background (a non-interactive shell's '&'), SIGINT is inherited as ignored: restore it.
+        preexec_fn=_default_sigint,  # noqa: PLW1509 (only resets one signal disposition; no locks taken)
     )
     try:
         if send_signal is not None:
@@ -90,6 +93,10 @@ def run_bounded(
             f"stdout: {out[-2000:]}\nstderr: {err[-2000:]}"
         ) from None
     return Bounded(args, proc.returncode, out, err, time.monotonic() - t0)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def assert_no_traceback(*texts: str) -> None:
