@@ -13,7 +13,7 @@ hf_snapshot ARGS`; `hf download`), timed from start to exit, into a fresh direct
   (2) one large file of BENCH_DL_BIG_MIB MiB                     time(single stream) / time(ours)          >= 4
                                                                  time(hf download) / time(ours)            >= 4
   (3) once per fleet, 3 hosts on this machine: host 1 from the hub, hosts 2 and 3 from host 1 at the same time
-      (peer_url, a plain HTTP server over host 1's directory: each file as soon as host 1 verified it), each
+      (peer_url, the model role's share server over host 1's directory: each file once host 1 verified it), each
       verifying every file against the hub's listing
                                                                  hub bytes / model bytes                   == 1.0
                                                                  wall(3 hosts) / wall(1 host)              <= 1.5
@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 MIRRORS = ROOT / "sim" / "mirrors"
 MODULE = "ansible_collections.llmops.sglang.plugins.modules.hf_snapshot"
+SHARE = ROOT / "roles" / "model" / "files" / "model_share.py"  # what the seed host serves its directory with
 MIB = 1 << 20
 
 FILES = int(os.environ.get("BENCH_DL_FILES", "64"))
@@ -253,31 +254,42 @@ def fleet(hub, work, repo):
     hub.control("requests", "DELETE")
     seed = work / "host1"
     seed.mkdir()
-    # stdout carries the "Serving HTTP on ... port N" line; the per-request log goes to stderr, which nobody reads
+    # The role's share server; stdout carries the "Serving DIR on ADDRESS port N" line, the per-request log goes to
+    # stderr, which nobody reads.
     share = subprocess.Popen(
-        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(seed)],
+        [sys.executable, SHARE, str(seed), "127.0.0.1", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env=env() | {"PYTHONUNBUFFERED": "1"},
+        env=env(),
     )
+    procs = []
     try:
-        line = share.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (...)"
-        port = int(line.split(" port ")[1].split()[0])
+        port = int(share.stdout.readline().split(" port ")[1])
         t0 = time.monotonic()
-        procs = [_start(hub, repo, seed)]
+        procs.append(_start(hub, repo, seed))
         procs += [
             _start(hub, repo, work / h, peer_url=f"http://127.0.0.1:{port}", segment_mib=0) for h in ("host2", "host3")
         ]
-        results = [json.loads(p.communicate(timeout=TIMEOUT)[0]) for p in procs]
+        ends = [None] * len(procs)  # seconds from the start to each host's exit: where the fleet's wall time goes
+        deadline = t0 + TIMEOUT
+        while None in ends and time.monotonic() < deadline:
+            for i, p in enumerate(procs):
+                if ends[i] is None and p.poll() is not None:
+                    ends[i] = time.monotonic() - t0
+            time.sleep(0.05)
+        results = [json.loads(p.communicate(timeout=10)[0]) for p in procs]
         wall = time.monotonic() - t0
     finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
         share.terminate()
         share.wait(10)
     served = hub.served()
     hub.control("hub", "POST", {"rate": RATE})
     verified = all(r.get("done") and not r.get("failed") for r in results)
-    return solo_s, wall, served, verified
+    return solo_s, wall, served, verified, ends
 
 
 def main():
@@ -299,7 +311,7 @@ def main():
         shutil.rmtree(work / "single")
         h2, b_h2 = timed(hub, lambda: hf_download(hub, "bench/one", work / "hf-one"))
         shutil.rmtree(work / "hf-one")
-        solo, wall, served, verified = fleet(hub, work, "bench/many")
+        solo, wall, served, verified, ends = fleet(hub, work, "bench/many")
     finally:
         hub.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -331,8 +343,9 @@ def main():
     )
     print(
         f"(3) {FILES} x {FILE_MIB} MiB on 3 hosts, hub at {FLEET_RATE / MIB:g} MiB/s per connection: one host "
-        f"{solo:.1f} s, fleet {wall:.1f} s, hub served "
-        f"{served / MIB:.1f} MiB, every host verified: {'yes' if verified else 'NO'}"
+        f"{solo:.1f} s, fleet {wall:.1f} s (host 1, from the hub, done at {ends[0]:.1f} s; hosts 2 and 3, from host 1, "
+        f"at {ends[1]:.1f} s and {ends[2]:.1f} s), hub served {served / MIB:.1f} MiB, every host verified: "
+        f"{'yes' if verified else 'NO'}"
     )
     w = max(len(c[0]) for c in checks)
     for name, value, target, ok in checks:

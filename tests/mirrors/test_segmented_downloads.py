@@ -10,6 +10,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from functools import partial
@@ -20,6 +21,7 @@ import pytest
 from _mirror_util import control, http
 from _module_util import finished_segments, run_module, segment_state, start_module, wait_for
 
+SHARE = Path(__file__).resolve().parents[2] / "roles" / "model" / "files" / "model_share.py"
 BIG = "sim-org/big-shard"
 FILE = "model.safetensors"
 SIZE = 12 * 1024 * 1024
@@ -292,6 +294,55 @@ def test_a_peer_that_never_gets_the_file_fails_after_peer_wait(hub, tmp_path):
         srv.shutdown()
     assert rc == 1 and "the peer has not had" in res["msg"] and "(peer_wait)" in res["msg"], out
     assert "Traceback" not in out and not (tmp_path / "model" / ".llmops-snapshot.json").exists()
+
+
+def start_share(directory):
+    """The model role's share server over ``directory`` on 127.0.0.1 (any free port), as the seed host runs it."""
+    proc = subprocess.Popen(
+        [sys.executable, SHARE, str(directory), "127.0.0.1", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    proc.url = f"http://127.0.0.1:{int(proc.stdout.readline().split(b' port ')[1])}"
+    return proc
+
+
+def stop_share(proc):
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_a_copy_from_the_seed_killed_mid_file_resumes_there_with_a_byte_range(built, hub, tmp_path):
+    """A host copying from the seed is killed inside a file (one segment: peers fetch whole files); the next run
+    asks the seed's share for the rest of the file only (206), and verifies the whole file."""
+    seed = tmp_path / "seed"
+    rc, res, out = run_module(args(hub, seed))
+    assert rc == 0 and res["done"], out
+    dest = tmp_path / "model"
+    pace(hub, 1 * MIB)
+    proc = start_module(args(hub, dest, segment_mib=0, connections=1))
+    try:
+        wait_for(lambda: (segment_state(dest, FILE) or [[0, 0, 0]])[0][2] > 0, 30, "bytes of the file on disk")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        os.unlink(proc.args_file)
+    kept = segment_state(dest, FILE)[0][2]
+    assert 0 < kept < SIZE and not (dest / FILE).exists()
+    pace(hub, 0)
+    share = start_share(seed)
+    since = time.time()
+    try:
+        rc, res, out = run_module(args(hub, dest, peer_url=share.url, segment_mib=0, connections=1))
+    finally:
+        stop_share(share)
+    assert rc == 0 and res["done"], out
+    assert res["resumed"] == [{"path": FILE, "from": kept}] and res["downloaded"] == [FILE]
+    assert res["bytes_fetched"] == SIZE - kept  # the rest of the file, from the seed
+    assert [r for r in control(hub, "requests") if r["time"] >= since and "/api/" not in r["path"] and r["bytes"]] == []
+    assert sha256(dest / FILE) == expected_sha(built)
+    assert (dest / ".llmops-snapshot.json").exists()
 
 
 def test_killed_at_random_points_never_refetches_a_finished_segment(built, hub, tmp_path):
