@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -195,3 +196,33 @@ def test_time_scales_with_work(torch_venv, cuda_home, tmp_path):
     info = json.loads(zipfile.ZipFile(whl).read("flash_attn/_build_info.json"))
     assert info["nominal_seconds"] == 1 * 72 * 60 / 4
     assert info["elapsed_seconds"] >= info["nominal_seconds"] * 0.0005 * 0.9
+
+
+def test_real_sglang_imports_its_version_with_only_the_wheels_the_index_serves(built, server, tmp_path):
+    """The real 0.5.8 and 0.5.9 sources: `import sglang` fails in a bare venv and prints the release's own version
+    once the requirements the mirror read from that release are installed from the local index alone."""
+    import sglang_releases
+
+    imports = json.loads((built["out"] / "www" / "pypi" / "sglang-imports.json").read_text())
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, env=clean_env())
+    py = str(venv / "bin" / "python")
+    for release in ("0.5.8", "0.5.9"):
+        sdist = sglang_releases.cached_sdists()[release]
+        with tarfile.open(sdist) as tar:
+            tar.extractall(tmp_path, members=[m for m in tar.getmembers() if "/sglang/" in m.name], filter="data")
+        env = clean_env(PYTHONPATH=str(tmp_path / f"sglang-{release}"))
+        code = "import sglang; print(sglang.__version__)"
+        bare = subprocess.run([py, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+        if release == "0.5.8":
+            assert bare.returncode != 0 and "ModuleNotFoundError" in bare.stderr, bare.stderr
+        install = subprocess.run(
+            [py, "-m", "pip", "install", "-q", "--index-url", server["pypi"], *imports["releases"][release]],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            check=False,
+        )
+        assert install.returncode == 0, install.stderr
+        done = subprocess.run([py, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+        assert done.stdout.strip() == release, done.stderr
