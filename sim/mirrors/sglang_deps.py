@@ -149,9 +149,9 @@ def ensure_wheels(requirements, cache: Path = CACHE) -> list:
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
                 raise RuntimeError(f"pip download {' '.join(reqs)} failed ({proc.returncode}): {tail}")
-            write_json = Path(tmp) / ".complete"
-            write_json.write_text(json.dumps(reqs) + "\n")
-            shutil.rmtree(dest, ignore_errors=True)
-            os.replace(tmp, dest)
-            Path(tmp).mkdir()  # for TemporaryDirectory's cleanup
+            (Path(tmp) / ".complete").write_text(json.dumps(reqs) + "\n")
+            if not (dest / ".complete").is_file():  # else a concurrent build finished the same download first
+                shutil.rmtree(dest, ignore_errors=True)
+                os.replace(tmp, dest)
+                Path(tmp).mkdir()  # for TemporaryDirectory's cleanup
     return sorted(dest.glob("*.whl"))

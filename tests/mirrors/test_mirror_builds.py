@@ -1,5 +1,6 @@
 """The stand-in CUDA extension builds (flash-attn, sgl-kernel): recorded knobs, OOM kill, arch-specific import."""
 
+import io
 import json
 import re
 import shutil
@@ -226,3 +227,40 @@ def test_real_sglang_imports_its_version_with_only_the_wheels_the_index_serves(b
         assert install.returncode == 0, install.stderr
         done = subprocess.run([py, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
         assert done.stdout.strip() == release, done.stderr
+
+
+def _sdist(tmp_path, files):
+    path = tmp_path / "sglang-9.9.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"sglang-9.9/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_import_scan_counts_module_level_imports_as_the_release_declares_them(tmp_path):
+    """Function bodies and guarded optional imports are not needed at import time; the requirement text is the
+    release's own (version specifier included)."""
+    import sglang_deps
+
+    sdist = _sdist(
+        tmp_path,
+        {
+            "pyproject.toml": '[project]\nname = "sglang"\ndependencies = ["numpy", "requests>=2", "IPython"]\n',
+            "sglang/__init__.py": "import json\nfrom sglang.lang import api\n",
+            "sglang/lang/__init__.py": "",
+            "sglang/lang/api.py": "from .ir import X\n\ndef later():\n    import requests\n",
+            "sglang/lang/ir.py": (
+                "import numpy as np\ntry:\n    import optional_thing\nexcept ImportError:\n    pass\n"
+                "class X:\n    from IPython import display\n"
+            ),
+        },
+    )
+    assert sglang_deps.import_requirements(sdist, cache=tmp_path / "cache") == ["IPython", "numpy"]
+    broken = _sdist(
+        tmp_path, {"pyproject.toml": "[project]\ndependencies = []\n", "sglang/__init__.py": "import zmq\n"}
+    )
+    with pytest.raises(ValueError, match=r"import sglang loads \['zmq'\], which pyproject.toml does not declare"):
+        sglang_deps.import_requirements(broken, cache=tmp_path / "cache")
