@@ -1,13 +1,18 @@
-"""PEP 503 simple index with stand-in torch wheels, laid out like the PyTorch wheel index (per-CUDA sub-indexes)."""
+"""PEP 503 simple index with stand-in torch wheels, laid out like the PyTorch wheel index (per-CUDA sub-indexes), plus
+the real wheels `import sglang` needs for the real SGLang releases the git mirror serves (sglang_deps.py)."""
 
 import hashlib
 import html
 import json
+import os
 import re
 import shutil
+import sys
 from pathlib import Path
 from urllib.parse import quote
 
+import sglang_deps
+import sglang_releases
 from common import HERE, Stamp, fingerprint, reset_dir, write
 from wheels import make_wheel
 
@@ -19,6 +24,8 @@ ARCH_LISTS = {
     "cu130": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_110", "sm_120"],
 }
 TORCH_BUILDS = [("2.9.1", "cu128"), ("2.9.1", "cu129"), ("2.9.1", "cu130"), ("2.5.1", "cu124")]
+# Requirements the index serves as stand-ins: never fetched from PyPI (real torch is GPU code and 1 GB of CUDA wheels).
+STANDINS = {"torch"}
 
 
 def normalize(name: str) -> str:
@@ -77,10 +84,34 @@ def write_index(index_dir: Path, files_dir: Path, wheels, title: str):
         )
 
 
-def build(out: Path, extra_wheels=(), force=False):
+def sglang_imports(releases=None):
+    """({release: [requirements import sglang needs]}, [their real wheels], error or None) for the served releases
+    (SIM_SGLANG_RELEASES, as the git step); requirements the index has stand-ins for are left to the stand-ins."""
+    if releases is None:
+        releases = os.environ.get("SIM_SGLANG_RELEASES", " ".join(sglang_releases.DEFAULT_RELEASES)).split()
+    if not releases:
+        return {}, [], None
+    try:
+        sdists = sglang_releases.ensure(releases)
+        reqs = {v: sglang_deps.import_requirements(p) for v, p in sdists.items()}
+        fetch = {r for rs in reqs.values() for r in rs if sglang_deps.req_name(r) not in STANDINS}
+        return reqs, sglang_deps.ensure_wheels(fetch), None
+    except (RuntimeError, OSError, ValueError) as e:
+        return {}, [], f"the wheels import sglang needs are not available: {e}"
+
+
+def build(out: Path, extra_wheels=(), force=False, releases=None):
     root = out / "www" / "pypi"
+    imports, import_wheels, import_error = sglang_imports(releases)
     extra = [Path(p) for p in extra_wheels]
-    stamp = Stamp(out, "pypi", fingerprint(Path(__file__), HERE / "wheels.py", TORCH_SRC, TORCH_BUILDS, *extra))
+    extra += [w for w in import_wheels if w.name not in {p.name for p in extra}]
+    stamp = Stamp(
+        out,
+        "pypi",
+        fingerprint(
+            Path(__file__), HERE / "wheels.py", HERE / "sglang_deps.py", TORCH_SRC, TORCH_BUILDS, imports, *extra
+        ),
+    )
     summary_file = out / "pypi-summary.json"
     if not force and stamp.fresh(root / "simple" / "index.html", summary_file):
         return json.loads(summary_file.read_text()) | {"skipped": True}
@@ -92,12 +123,17 @@ def build(out: Path, extra_wheels=(), force=False):
         shutil.copyfile(w, files / w.name)
         extras.append(files / w.name)
     write_index(root / "simple", files, [*torch_wheels.values(), *extras], "Simple index")
+    names = sorted({sglang_deps.req_name(r) for rs in imports.values() for r in rs})
+    write(root / "sglang-imports.json", json.dumps({"releases": imports, "names": names}, indent=2) + "\n")
+    if import_error:
+        print(f"warning: {import_error}", file=sys.stderr)
     for variant, w in torch_wheels.items():
         write_index(root / "whl" / variant, files, [w, *extras], f"Simple index ({variant})")
     summary = {
         "index_dir": str(root),
         "wheels": sorted(p.name for p in files.iterdir()),
         "sub_indexes": sorted(torch_wheels),
+        "sglang_imports": {"releases": imports, "names": names, "error": import_error},
     }
     write(summary_file, json.dumps(summary, indent=2) + "\n")
     stamp.done()

@@ -1,10 +1,12 @@
 """The stand-in CUDA extension builds (flash-attn, sgl-kernel): recorded knobs, OOM kill, arch-specific import."""
 
+import io
 import json
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -195,3 +197,70 @@ def test_time_scales_with_work(torch_venv, cuda_home, tmp_path):
     info = json.loads(zipfile.ZipFile(whl).read("flash_attn/_build_info.json"))
     assert info["nominal_seconds"] == 1 * 72 * 60 / 4
     assert info["elapsed_seconds"] >= info["nominal_seconds"] * 0.0005 * 0.9
+
+
+def test_real_sglang_imports_its_version_with_only_the_wheels_the_index_serves(built, server, tmp_path):
+    """The real 0.5.8 and 0.5.9 sources: `import sglang` fails in a bare venv and prints the release's own version
+    once the requirements the mirror read from that release are installed from the local index alone."""
+    import sglang_releases
+
+    imports = json.loads((built["out"] / "www" / "pypi" / "sglang-imports.json").read_text())
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, env=clean_env())
+    py = str(venv / "bin" / "python")
+    for release in ("0.5.8", "0.5.9"):
+        sdist = sglang_releases.cached_sdists()[release]
+        with tarfile.open(sdist) as tar:
+            tar.extractall(tmp_path, members=[m for m in tar.getmembers() if "/sglang/" in m.name], filter="data")
+        env = clean_env(PYTHONPATH=str(tmp_path / f"sglang-{release}"))
+        code = "import sglang; print(sglang.__version__)"
+        bare = subprocess.run([py, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+        if release == "0.5.8":
+            assert bare.returncode != 0 and "ModuleNotFoundError" in bare.stderr, bare.stderr
+        install = subprocess.run(
+            [py, "-m", "pip", "install", "-q", "--index-url", server["pypi"], *imports["releases"][release]],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            check=False,
+        )
+        assert install.returncode == 0, install.stderr
+        done = subprocess.run([py, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+        assert done.stdout.strip() == release, done.stderr
+
+
+def _sdist(tmp_path, files):
+    path = tmp_path / "sglang-9.9.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"sglang-9.9/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_import_scan_counts_module_level_imports_as_the_release_declares_them(tmp_path):
+    """Function bodies and guarded optional imports are not needed at import time; the requirement text is the
+    release's own (version specifier included)."""
+    import sglang_deps
+
+    sdist = _sdist(
+        tmp_path,
+        {
+            "pyproject.toml": '[project]\nname = "sglang"\ndependencies = ["numpy", "requests>=2", "IPython"]\n',
+            "sglang/__init__.py": "import json\nfrom sglang.lang import api\n",
+            "sglang/lang/__init__.py": "",
+            "sglang/lang/api.py": "from .ir import X\n\ndef later():\n    import requests\n",
+            "sglang/lang/ir.py": (
+                "import numpy as np\ntry:\n    import optional_thing\nexcept ImportError:\n    pass\n"
+                "class X:\n    from IPython import display\n"
+            ),
+        },
+    )
+    assert sglang_deps.import_requirements(sdist, cache=tmp_path / "cache") == ["IPython", "numpy"]
+    broken = _sdist(
+        tmp_path, {"pyproject.toml": "[project]\ndependencies = []\n", "sglang/__init__.py": "import zmq\n"}
+    )
+    with pytest.raises(ValueError, match=r"import sglang loads \['zmq'\], which pyproject.toml does not declare"):
+        sglang_deps.import_requirements(broken, cache=tmp_path / "cache")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -105,8 +106,13 @@ def test_torch_and_sglang_import(name):
     assert env["torch_version"] == "2.9.1+cu128"
     assert env["torch_cuda"] == "12.8"
     assert "sm_120" in env["torch_arch_list"]
-    assert h.check_output(f"{VENV}/bin/python -c 'import sglang, sgl_kernel, flash_attn; print(sglang.__version__)'")
+    code = "import sglang, sgl_kernel, flash_attn; print(sglang.__version__)"
+    imported = h.check_output(f"cd / && {VENV}/bin/python -c '{code}'")
+    shown = h.check_output(f"{VENV}/bin/pip show sglang | sed -n 's/^Version: //p'")
     rec = json.loads(h.file("/var/lib/llmops-sglang/sglang.json").content_string)
+    assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+(\+g[0-9a-f]{7,})?)?", imported), imported
+    assert imported == shown == rec["version"] == rec["import_version"]
+    assert rec["version_checked_by"] == "import sglang"
     assert len(rec["commit"]) == 40
     assert rec["sm120_fix"].startswith("patch ")
 
