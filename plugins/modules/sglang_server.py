@@ -414,7 +414,11 @@ def build_result(log, status, launch_time, clock=time.time, health_only=False):
     if status in ("failed", "died", "stalled", "timeout"):
         out["log_tail"] = list(log.tail)
         if res["failure"]:
-            out["failure"] = {k: res["failure"].get(k) for k in ("outcome", "line", "rank", "phase")}
+            out["failure"] = {k: res["failure"].get(k) for k in ("outcome", "line", "rank", "phase", "t")}
+            if res["failure"].get("peer_lost"):
+                out["failure"]["peer_lost"] = True
+    if getattr(log, "rendezvous", None):
+        out["rendezvous"] = dict(log.rendezvous)
     return out
 
 
