@@ -78,7 +78,14 @@ class Rendezvous:
         self.joined = ctx.Value("i", 1)
         self.peer = ctx.Array("c", 256)
         self.children: list[int] = []
+        self.local_ranks = 1
+        # collectives: each rank counts its arrivals at a barrier; the barrier is passed when every node's ranks
+        # arrived (what an all-reduce across the nodes needs)
+        self.arrived = ctx.Value("i", 0)
+        self.passed = ctx.Value("i", 0)
         self._socks: list[socket.socket] = []
+        self._reported: dict[int, set] = {}
+        self._lock = threading.Lock()
 
     # ---- launcher side ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -138,8 +145,9 @@ class Rendezvous:
             s.sendall(b"GO\n")
         self._socks = [s for s, _ in peers.values()]
         self._set(JOINED)
-        for s, addr in peers.values():
-            threading.Thread(target=self._watch, args=(s, addr), daemon=True).start()
+        for rank, (s, addr) in peers.items():
+            threading.Thread(target=self._watch, args=(s, addr, rank), daemon=True).start()
+        self._collect()
 
     def _join(self) -> None:
         deadline = time.monotonic() + self.timeout
@@ -167,16 +175,58 @@ class Rendezvous:
         sock.settimeout(None)
         self._socks = [sock]
         self._set(JOINED)
-        self._watch(sock, self.host)
+        threading.Thread(target=self._watch, args=(sock, self.host, 0), daemon=True).start()
+        self._collect()
 
-    def _watch(self, sock: socket.socket, addr: str) -> None:
+    def _watch(self, sock: socket.socket, addr: str, peer_rank: int) -> None:
+        buf = b""
         try:
-            while sock.recv(64):
-                pass
+            while True:
+                data = sock.recv(256)
+                if not data:
+                    break
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    self._message(line.decode(errors="replace").split(), peer_rank)
         except OSError:
             pass
         self._set(LOST, addr)
         self._notify()
+
+    def _message(self, words: list[str], peer_rank: int) -> None:
+        if len(words) != 2 or not words[1].isdigit():
+            return
+        k = int(words[1])
+        if words[0] == "B" and self.node_rank == 0:  # a node's ranks all arrived at barrier k
+            with self._lock:
+                self._reported.setdefault(k, set()).add(peer_rank)
+        elif words[0] == "P" and self.node_rank != 0:  # the head says every node arrived
+            self.passed.value = max(self.passed.value, k)
+
+    def _collect(self) -> None:
+        """The launcher side of the barriers: report this node's arrivals; on the head, release everyone."""
+        sent = 0
+        while self.status.value == JOINED:
+            k = self.arrived.value // max(1, self.local_ranks)
+            if k > sent:
+                sent = k
+                if self.node_rank != 0:
+                    self._send(f"B {k}\n")
+            if self.node_rank == 0 and self.passed.value < sent:
+                with self._lock:
+                    nodes = len(self._reported.get(sent, ()))
+                if nodes >= self.nnodes - 1:
+                    self._send(f"P {sent}\n")
+                    self.passed.value = sent
+            time.sleep(0.02)
+
+    def _send(self, text: str) -> None:
+        for sock in self._socks:
+            try:
+                sock.sendall(text.encode())
+            except OSError:
+                pass
 
     def _notify(self) -> None:
         """Tell this node's ranks that a peer is gone (they raise NCCL's remote error from where they are)."""
@@ -191,6 +241,16 @@ class Rendezvous:
         while self.status.value == PENDING:
             time.sleep(0.05)
         return self.status.value
+
+    def barrier(self) -> None:
+        """A collective across the nodes (torch's all-reduce): returns when every rank of every node arrived."""
+        with self.arrived.get_lock():
+            self.arrived.value += 1
+            k = (self.arrived.value + self.local_ranks - 1) // self.local_ranks
+        while self.passed.value < k:
+            if self.status.value != JOINED:
+                time.sleep(3600)  # a peer is gone: SIGUSR1 raises NCCL's remote error here
+            time.sleep(0.02)
 
     def peer_name(self) -> str:
         return self.peer.value.decode() or self.host

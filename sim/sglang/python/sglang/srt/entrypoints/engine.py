@@ -97,6 +97,7 @@ def launch_subprocesses(server_args, system, model_config, faults):
     if nnodes > 1:
         # torch.distributed's TCPStore at --dist-init-addr: node 0 serves it, the others connect (sim_dist.py)
         rendezvous = Rendezvous(server_args, skip_join=any(f.kind == "nojoin" for f in faults))
+        rendezvous.local_ranks = len(ranks)
         rendezvous.start()
     conns, procs = [], []
     for dp_rank, r in ranks:

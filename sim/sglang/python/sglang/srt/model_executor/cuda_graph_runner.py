@@ -84,6 +84,8 @@ class CudaGraphRunner:
                 pbar.update(1)
         if pbar is not None:
             pbar.close()
+        if mr.rendezvous is not None:  # every captured forward all-reduces across the nodes
+            mr.rendezvous.barrier()
 
     def _raise_oom(self, alloc: int, free: int, used: int) -> None:
         rm = self.rm

@@ -201,6 +201,8 @@ class ModelRunner:
                 f"Load weight end. elapsed={elapsed:.2f} s, type={cls}, dtype={dtype}, "
                 f"avail mem={m.free_after_weights / GiB:.2f} GB, mem usage={m.weights / GiB:.2f} GB."
             )
+        if self.rendezvous is not None:  # the memory profile's all-reduce (min over every rank)
+            self.rendezvous.barrier()
         self._phase("weights_loaded")
 
     def init_memory_pool(self) -> None:
