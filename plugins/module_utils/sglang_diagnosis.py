@@ -273,6 +273,12 @@ def diagnose(log):
             % (port, at),
             {"action": "free_port", "port": port, "flag": "--port"},
         )
+    if outcome == "nccl_error" and (log.failure or {}).get("peer_lost"):
+        return (
+            "NCCL reports that a peer went away%s during %s: another node (or rank) of this tensor-parallel group "
+            "failed or was stopped first; its own log has the cause. (%s)" % (at, phase, log.failure["line"][:200]),
+            {"action": "read_peer_logs"},
+        )
     if outcome == "nccl_error":
         return (
             "NCCL failed%s during %s: check the GPU interconnect and driver, rerun with NCCL_DEBUG=INFO; on PCIe-only "
@@ -296,12 +302,6 @@ def diagnose(log):
             "group runs SGLang with the same --nnodes/--dist-init-addr, that the head's dist-init port is open "
             "between the nodes, and NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME." % (at, what),
             dict({"action": "check_rendezvous"}, **rv),
-        )
-    if outcome == "nccl_error" and (log.failure or {}).get("peer_lost"):
-        return (
-            "NCCL reports that a peer went away%s during %s: another node (or rank) of this tensor-parallel group "
-            "failed or was stopped first; its own log has the cause. (%s)" % (at, phase, log.failure["line"][:200]),
-            {"action": "read_peer_logs"},
         )
     if outcome == "memory_unbalanced":
         return (
