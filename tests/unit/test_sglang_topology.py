@@ -195,3 +195,10 @@ def test_the_filter_fails_the_play_with_the_one_line_reason(tmp_path):
     assert run.returncode != 0
     assert "expected every host of replica tp16 to have the same server_tp" in run.stdout + run.stderr
     assert "Traceback" not in run.stdout + run.stderr
+
+
+def test_the_filter_can_return_the_reason_for_a_role_to_report_itself():
+    from ansible_collections.llmops.sglang.plugins.filter.sglang_topology import fleet_topology as topology_filter
+
+    out = topology_filter(["a"], {"a": {"server_tp": 0}}, None, "return")
+    assert out["hosts"] == {} and out["error"].startswith("fleet topology: expected server_tp of a")
