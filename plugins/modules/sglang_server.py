@@ -180,7 +180,8 @@ done:
 outcome:
   description:
     - One of V(ready), V(oom_cuda_graph), V(oom_kv_pool), V(oom_weights), V(sm120_shared_memory), V(port_in_use),
-      V(nccl_error), V(crash), V(stalled), V(incomplete) (still starting, or timed out).
+      V(nccl_error), V(dist_init_timeout) (a multi-node rendezvous timed out, a node never joined), V(crash),
+      V(stalled), V(incomplete) (still starting, or timed out).
   returned: always
   type: str
   sample: ready
@@ -252,7 +253,23 @@ failure:
   returned: on failure, when the log showed a failure signature
   type: dict
   sample: {"outcome": "oom_cuda_graph", "line": "Exception: Capture cuda graph failed: CUDA out of memory. ...",
-           "rank": "TP3", "phase": "cuda_graph_capturing"}
+           "rank": "TP3", "phase": "cuda_graph_capturing", "t": 1796033930.2}
+  contains:
+    t:
+      description: The failure's time (epoch seconds, from the log line's own timestamp when it has one); the group
+        verdict of a multi-node server compares it across nodes.
+      type: float
+    peer_lost:
+      description: True when the failure is NCCL's error after a peer (another node) went away - an echo of a
+        failure elsewhere.
+      type: bool
+rendezvous:
+  description:
+    - A multi-node rendezvous that timed out - V(side=head) with C(joined)/C(world) ranks and C(seconds) (torch's
+      store), or V(side=node) with the C(host)/C(port) it could not reach and C(seconds).
+  returned: when the log shows a rendezvous timeout
+  type: dict
+  sample: {"side": "node", "seconds": 600, "host": "10.0.0.10", "port": 20000}
 unit:
   description: systemd state of the unit (ActiveState, SubState, MainPID, ExecMainStatus, InvocationID).
   returned: when O(name) is set
