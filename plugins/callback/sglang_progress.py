@@ -233,7 +233,8 @@ def render_groups(finals):
             labels = sorted((res.get("ranks") or {}), key=_rank_key)
             ready_ranks += len(labels)
             span = "%s-%s" % (labels[0], labels[-1]) if len(labels) > 1 else (labels[0] if labels else "no rank")
-            parts.append("%s on %s (node %d, %s)" % (span, host, node_rank, res.get("outcome")))
+            outcome = "ready" if res.get("reached") else res.get("outcome")  # a non-head node logs no ready line
+            parts.append("%s on %s (node %d, %s)" % (span, host, node_rank, outcome))
         lines.append(
             "[sglang] multi-node server at %s: %d node(s) of %s, %d/%d ranks: %s"
             % (addr, len(members), sa.get("nnodes"), ready_ranks, world, "; ".join(parts))

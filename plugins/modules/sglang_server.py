@@ -191,6 +191,13 @@ phase:
   returned: always
   type: str
   sample: cuda_graph_capturing
+reached:
+  description:
+    - True when the wait reached O(wait_for) (and O(health_url) answered 200). With O(wait_for) before V(ready) - a
+      node of a multi-node server other than the head waits for V(cuda_graph_captured) - RV(outcome) stays
+      V(incomplete), since SGLang logs the ready line only on the head; RV(reached) says the wait succeeded.
+  returned: always
+  type: bool
 launched:
   description: Whether this call started or restarted the unit.
   returned: always
@@ -424,6 +431,7 @@ def build_result(log, status, launch_time, clock=time.time, health_only=False):
         )
         if status == "ready":
             out["outcome"], out["phase"] = "ready", "ready"
+    out["reached"] = status == "ready"
     if status == "died" and not log.failure:
         out["outcome"] = "crash"
         out["diagnosis"] = "SGLang exited during %s: %s. %s" % (res["phase"] or "start-up", log.death, res["diagnosis"])

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -89,17 +90,22 @@ class Pair:
         if extra:
             cmd += ["-e", json.dumps(extra)]
         cmd += [str(ROOT / pb) for pb in playbooks]
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
-        )
-        t0 = time.monotonic()
-        while proc.poll() is None and time.monotonic() - t0 < 900:
-            self.sample_rss()
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-        out, err = proc.communicate(timeout=60)
+        # output to files, not pipes: a playbook's output is larger than a pipe buffer, read only at the end
+        with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fo, stderr=fe, text=True, stdin=subprocess.DEVNULL)
+            t0 = time.monotonic()
+            while proc.poll() is None and time.monotonic() - t0 < 900:
+                self.sample_rss()
+                try:
+                    proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+            fo.seek(0)
+            fe.seek(0)
+            out, err = fo.read(), fe.read()
         doc = None
         if json_out:
             line = ([x for x in out.splitlines() if x.startswith('{"plays"')] or [""])[-1]
