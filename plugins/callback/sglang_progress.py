@@ -215,6 +215,33 @@ def render_summary(host, res, width=BAR_WIDTH):
     return "\n".join(lines)
 
 
+def render_groups(finals):
+    """One line per multi-node server (hosts whose logged server_args share --dist-init-addr): every rank of every
+    node, e.g. ``16/16 ranks (TP0-TP7 on n0, TP8-TP15 on n1)``."""
+    groups = {}
+    for host, res in finals.items():
+        sa = res.get("server_args") or {}
+        if (sa.get("nnodes") or 1) > 1 and sa.get("dist_init_addr"):
+            groups.setdefault(sa["dist_init_addr"], []).append((sa.get("node_rank") or 0, host, res))
+    lines = []
+    for addr, members in sorted(groups.items()):
+        members.sort(key=lambda m: (m[0], m[1]))
+        sa = members[0][2].get("server_args") or {}
+        world = (sa.get("tp_size") or 1) * (sa.get("pp_size") or 1)
+        parts, ready_ranks = [], 0
+        for node_rank, host, res in members:
+            labels = sorted((res.get("ranks") or {}), key=_rank_key)
+            ready_ranks += len(labels)
+            span = "%s-%s" % (labels[0], labels[-1]) if len(labels) > 1 else (labels[0] if labels else "no rank")
+            outcome = "ready" if res.get("reached") else res.get("outcome")  # a non-head node logs no ready line
+            parts.append("%s on %s (node %d, %s)" % (span, host, node_rank, outcome))
+        lines.append(
+            "[sglang] multi-node server at %s: %d node(s) of %s, %d/%d ranks: %s"
+            % (addr, len(members), sa.get("nnodes"), ready_ranks, world, "; ".join(parts))
+        )
+    return lines
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
@@ -305,6 +332,8 @@ class CallbackModule(CallbackBase):
             planned = planned_text(self._plans.get(host), self._final[host])
             if planned:
                 self._emit("  " + planned)
+        for line in render_groups(self._final):
+            self._emit(line)
         path = self._write_report(stats)
         if path:
             self._emit("[sglang] report: %s" % path)

@@ -273,11 +273,35 @@ def diagnose(log):
             % (port, at),
             {"action": "free_port", "port": port, "flag": "--port"},
         )
+    if outcome == "nccl_error" and (log.failure or {}).get("peer_lost"):
+        return (
+            "NCCL reports that a peer went away%s during %s: another node (or rank) of this tensor-parallel group "
+            "failed or was stopped first; its own log has the cause. (%s)" % (at, phase, log.failure["line"][:200]),
+            {"action": "read_peer_logs"},
+        )
     if outcome == "nccl_error":
         return (
             "NCCL failed%s during %s: check the GPU interconnect and driver, rerun with NCCL_DEBUG=INFO; on PCIe-only "
             "machines try --disable-custom-all-reduce. (%s)" % (at, phase, log.failure["line"][:200]),
             {"action": "debug_nccl", "env": {"NCCL_DEBUG": "INFO"}, "flag": "--disable-custom-all-reduce"},
+        )
+    if outcome == "dist_init_timeout":
+        rv = log.rendezvous
+        if rv.get("side") == "head":
+            what = "only %d of %d ranks joined the rendezvous within %d s" % (rv["joined"], rv["world"], rv["seconds"])
+        elif rv.get("side") == "node":
+            what = "this node could not reach the head's rendezvous at %s:%d within %d s" % (
+                rv["host"],
+                rv["port"],
+                rv["seconds"],
+            )
+        else:
+            what = "the rendezvous timed out"
+        return (
+            "torch.distributed initialisation timed out%s: %s - a node never joined. Check that every node of the "
+            "group runs SGLang with the same --nnodes/--dist-init-addr, that the head's dist-init port is open "
+            "between the nodes, and NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME." % (at, what),
+            dict({"action": "check_rendezvous"}, **rv),
         )
     if outcome == "memory_unbalanced":
         return (

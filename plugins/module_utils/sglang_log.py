@@ -64,12 +64,13 @@ OUTCOMES = (
     "sm120_shared_memory",
     "port_in_use",
     "nccl_error",
+    "dist_init_timeout",
     "memory_unbalanced",
     "crash",
     "stalled",
     "incomplete",
 )
-FAILURE_OUTCOMES = OUTCOMES[1:10]
+FAILURE_OUTCOMES = OUTCOMES[1:11]
 MAX_LINE = 64 << 10  # longer lines are skipped: no SGLang line the grammar needs is this long
 
 _PREFIX_RE = re.compile(
@@ -127,6 +128,7 @@ class StartupLog(FailureMixin, RankQueries):
         self.graph_fail = {}
         self.unbalanced = None
         self.port = None
+        self.rendezvous = {}  # a multi-node rendezvous that timed out (sglang_logfailure.py)
         self.port_waits = set()
         self.last_error = None
         self.in_traceback = None

@@ -22,6 +22,8 @@ _KV_ABOVE_RE = re.compile(r"Raise --mem-fraction-static above (\d+(?:\.\d+)?)")
 _KV_PROFILED_RE = re.compile(r"max_total_tokens=(\d+) is larger than the profiled value (-?\d+)")
 _PORT_TUPLE_RE = re.compile(r"\('([^']*)', (\d+)\)")
 _PORT_NOT_AVAIL_RE = re.compile(r"\S+ at (\d+) is not available in \d+ seconds")
+_STORE_RE = re.compile(r"Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined")
+_CLIENT_RE = re.compile(r"timed out after (\d+)(m?s) while trying to connect to \(([^,()]+), (\d+)\)")
 _EXC_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b\s*[:(]")
 
 
@@ -176,8 +178,23 @@ class FailureMixin:
                 self.port = self.server_args.get("port") or self.http_port or "unknown"
             self._set_failure("port_in_use", msg, rank, now, True)
             return True
+        if fid == "dist_rendezvous":
+            self.in_traceback = None
+            sm = _STORE_RE.search(msg)
+            cm = _CLIENT_RE.search(msg)
+            if sm:
+                self.rendezvous = {"side": "head", "seconds": int(sm.group(1)), "joined": int(sm.group(2)),
+                                   "world": int(sm.group(3))}  # fmt: skip
+            elif cm:
+                ms = cm.group(2) == "ms"
+                self.rendezvous = {"side": "node", "seconds": int(cm.group(1)) // (1000 if ms else 1),
+                                   "host": cm.group(3), "port": int(cm.group(4))}  # fmt: skip
+            self._set_failure("dist_init_timeout", msg, rank, now, True)
+            return True
         if fid == "nccl":
             self._set_failure("nccl_error", msg, rank, now, True)
+            if "ncclRemoteError" in msg or "remote process exited" in msg or "closed by peer" in msg:
+                self.failure["peer_lost"] = True  # a consequence: another node (or process) died first
             return True
         if fid in ("warmup_failed", "grpc_warmup_failed", "rust_warmup_failed"):
             self._set_failure("crash", msg, rank, now, True)

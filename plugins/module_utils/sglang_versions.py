@@ -223,6 +223,11 @@ ENTRIES = (
       "an internal port never became free"),
     E("port_internal", "failure", ("Port is already in use",), r"Port is already in use", None, None,
       "an internal port is taken"),
+    E("dist_rendezvous", "failure", ("clients joined", "The client socket has timed out"),
+      r"waiting for clients\. \d+/\d+ clients joined|client socket has timed out after \d+m?s while trying to connect",
+      None, None, "torch.distributed's rendezvous at --dist-init-addr timed out (torch's texts, not SGLang's: the "
+      "head's TCPStore 'Timed out after N seconds waiting for clients. J/W clients joined.', another node's 'The "
+      "client socket has timed out after Nms while trying to connect to (HOST, PORT).'): a node never joined"),
     E("nccl", "failure", ("NCCL error", "NCCL WARN"), r"NCCL error|nccl\w*Error|DistBackendError|ncclUnhandledCudaError"
       r"|ncclSystemError|ncclInternalError|ncclRemoteError|Connection closed by peer", None, None, "NCCL/gloo failed"),
     E("warmup_failed", "failure", ("gRPC server warmup failed", "gRPC warmup failed", "Warmup failed", "warmup failed",
@@ -254,7 +259,8 @@ FAILURE_ORDER = (
     "sm120_smem", "prefill_capture_failed", "prefill_backend_failed", "piecewise_failed", "capture_failed",
     "piecewise_hint", "graph_hint", "kv_not_enough", "kv_no_memory", "kv_hybrid_pool", "kv_swa_pool",
     "kv_profiled", "unbalanced",
-    "port_errno", "port_not_available", "port_internal", "nccl", "grpc_warmup_failed", "rust_warmup_failed",
+    "port_errno", "port_not_available", "port_internal", "dist_rendezvous", "nccl", "grpc_warmup_failed",
+    "rust_warmup_failed",
     "warmup_failed", "oom",
     "scheduler_exception",
     "traceback", "crash",

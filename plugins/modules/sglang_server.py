@@ -180,7 +180,8 @@ done:
 outcome:
   description:
     - One of V(ready), V(oom_cuda_graph), V(oom_kv_pool), V(oom_weights), V(sm120_shared_memory), V(port_in_use),
-      V(nccl_error), V(crash), V(stalled), V(incomplete) (still starting, or timed out).
+      V(nccl_error), V(dist_init_timeout) (a multi-node rendezvous timed out, a node never joined), V(crash),
+      V(stalled), V(incomplete) (still starting, or timed out).
   returned: always
   type: str
   sample: ready
@@ -190,6 +191,13 @@ phase:
   returned: always
   type: str
   sample: cuda_graph_capturing
+reached:
+  description:
+    - True when the wait reached O(wait_for) (and O(health_url) answered 200). With O(wait_for) before V(ready) - a
+      node of a multi-node server other than the head waits for V(cuda_graph_captured) - RV(outcome) stays
+      V(incomplete), since SGLang logs the ready line only on the head; RV(reached) says the wait succeeded.
+  returned: always
+  type: bool
 launched:
   description: Whether this call started or restarted the unit.
   returned: always
@@ -252,7 +260,23 @@ failure:
   returned: on failure, when the log showed a failure signature
   type: dict
   sample: {"outcome": "oom_cuda_graph", "line": "Exception: Capture cuda graph failed: CUDA out of memory. ...",
-           "rank": "TP3", "phase": "cuda_graph_capturing"}
+           "rank": "TP3", "phase": "cuda_graph_capturing", "t": 1796033930.2}
+  contains:
+    t:
+      description: The failure's time (epoch seconds, from the log line's own timestamp when it has one); the group
+        verdict of a multi-node server compares it across nodes.
+      type: float
+    peer_lost:
+      description: True when the failure is NCCL's error after a peer (another node) went away - an echo of a
+        failure elsewhere.
+      type: bool
+rendezvous:
+  description:
+    - A multi-node rendezvous that timed out - V(side=head) with C(joined)/C(world) ranks and C(seconds) (torch's
+      store), or V(side=node) with the C(host)/C(port) it could not reach and C(seconds).
+  returned: when the log shows a rendezvous timeout
+  type: dict
+  sample: {"side": "node", "seconds": 600, "host": "10.0.0.10", "port": 20000}
 unit:
   description: systemd state of the unit (ActiveState, SubState, MainPID, ExecMainStatus, InvocationID).
   returned: when O(name) is set
@@ -407,6 +431,7 @@ def build_result(log, status, launch_time, clock=time.time, health_only=False):
         )
         if status == "ready":
             out["outcome"], out["phase"] = "ready", "ready"
+    out["reached"] = status == "ready"
     if status == "died" and not log.failure:
         out["outcome"] = "crash"
         out["diagnosis"] = "SGLang exited during %s: %s. %s" % (res["phase"] or "start-up", log.death, res["diagnosis"])
@@ -414,7 +439,11 @@ def build_result(log, status, launch_time, clock=time.time, health_only=False):
     if status in ("failed", "died", "stalled", "timeout"):
         out["log_tail"] = list(log.tail)
         if res["failure"]:
-            out["failure"] = {k: res["failure"].get(k) for k in ("outcome", "line", "rank", "phase")}
+            out["failure"] = {k: res["failure"].get(k) for k in ("outcome", "line", "rank", "phase", "t")}
+            if res["failure"].get("peer_lost"):
+                out["failure"]["peer_lost"] = True
+    if getattr(log, "rendezvous", None):
+        out["rendezvous"] = dict(log.rendezvous)
     return out
 
 

@@ -51,6 +51,31 @@ CASES = [
         N + "Expected server_port to be a TCP port (1-65535); found 70000. Set it to a free port such as 30000.",
     ),
     (
+        "server_replica with a space",
+        SERVER,
+        {"server_replica": "big model"},
+        False,
+        N + "Expected server_replica of " + NAME + " to be a name of letters, digits, '.', '_' or '-' (at most 63, "
+        "starting with a letter or digit); found 'big model'. Set server_replica to such a name (the same on every "
+        "host of one replica).",
+    ),
+    (
+        "server_dist_init_port above 65535",
+        SERVER,
+        {"server_dist_init_port": 70000},
+        False,
+        N + "Expected server_dist_init_port to be a TCP port (1-65535); found 70000. Set it to a free port such as "
+        "20000.",
+    ),
+    (
+        "server_nccl_environment with a variable that is not NCCL's",
+        SERVER,
+        {"server_nccl_environment": {"LD_PRELOAD": "/tmp/x.so"}},
+        False,
+        N + "Expected server_nccl_environment names to start with NCCL_, GLOO_, TORCH_ or NVSHMEM_ (upper case); "
+        "found 'LD_PRELOAD'. Put other variables in server_environment.",
+    ),
+    (
         "server_port zero",
         SERVER,
         {"server_port": 0},

@@ -48,6 +48,18 @@ def test_the_defaults_pass():
         {"server_environment": {"NCCL_DEBUG": "INFO\nExecStartPre=/bin/sh"}},
         {"server_extra_args": ["--tp-size", "4"]},
         {"server_extra_args": ["--context-length 65536\n--port 1"]},
+        {"server_dist_init_port": 70000},
+        {"server_dist_init_port": "rendezvous"},
+        {"server_dist_timeout": "soon"},
+        {"server_dist_timeout": 0},
+        {"server_nccl_socket_ifname": "eth0; rm -rf /"},
+        {"server_nccl_socket_ifname": "eth0\nExecStartPre=/bin/sh"},
+        {"server_nccl_ib_hca": "mlx5_0 mlx5_1"},
+        {"server_nccl_environment": {"LD_PRELOAD": "/tmp/x.so"}},
+        {"server_nccl_environment": {"NCCL_DEBUG": "INFO\nExecStartPre=/bin/sh"}},
+        {"server_nccl_environment": ["NCCL_DEBUG=INFO"]},
+        {"server_extra_args": ["--node-rank", "1"]},
+        {"server_extra_args": ["--dist-init-addr=10.0.0.1:5000"]},
     ],
 )
 def test_each_bad_value_is_one_problem(overrides):
@@ -65,3 +77,17 @@ def test_a_bad_api_key_is_described_without_its_value(key):
     found = problems(server_api_key=key)
     assert len(found) == 1 and "the value is not shown" in found[0]
     assert "7Qz9" not in found[0]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"server_nccl_socket_ifname": "^lo,docker"},
+        {"server_nccl_socket_ifname": "=eth0"},
+        {"server_nccl_ib_hca": "=mlx5_0:1,mlx5_1:1"},
+        {"server_nccl_environment": {"NCCL_DEBUG": "INFO", "TORCH_NCCL_BLOCKING_WAIT": 1}},
+        {"server_dist_timeout": 600, "server_dist_init_port": 5000},
+    ],
+)
+def test_the_documented_forms_of_the_nccl_knobs_pass(overrides):
+    assert problems(**overrides) == []

@@ -99,3 +99,26 @@ def test_callback_events_write_to_stderr_for_json_stdout(monkeypatch, capsys):
     out = capsys.readouterr()
     assert out.out == ""
     assert "(attempt 1/5)" in out.err and "GPU memory" in out.err
+
+
+def _node_result(node_rank, ranks, outcome="ready"):
+    sa = {"tp_size": 16, "nnodes": 2, "node_rank": node_rank, "dist_init_addr": "10.0.0.10:20000"}
+    return {"outcome": outcome, "server_args": sa, "ranks": {f"TP{r}": {"kv_tokens": 1} for r in ranks}}
+
+
+def test_the_summary_shows_every_rank_of_every_node_of_a_multi_node_server():
+    finals = {
+        "node1": _node_result(1, range(8, 16), "incomplete"),
+        "node0": _node_result(0, range(8)),
+        "solo": {"outcome": "ready", "server_args": {"tp_size": 8}, "ranks": {"TP0": {}}},
+    }
+    assert cb.render_groups(finals) == [
+        "[sglang] multi-node server at 10.0.0.10:20000: 2 node(s) of 2, 16/16 ranks: TP0-TP7 on node0 (node 0, ready); "
+        "TP8-TP15 on node1 (node 1, incomplete)"
+    ]
+
+
+def test_a_node_without_a_result_shows_as_missing_ranks():
+    assert cb.render_groups({"node0": _node_result(0, range(8))})[0].startswith(
+        "[sglang] multi-node server at 10.0.0.10:20000: 1 node(s) of 2, 8/16 ranks: TP0-TP7 on node0"
+    )

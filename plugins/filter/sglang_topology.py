@@ -1,0 +1,42 @@
+# Copyright: (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""llmops.sglang.fleet_topology and group_verdict (docs: plugins/filter/fleet_topology.yml, group_verdict.yml).
+
+The arithmetic lives in module_utils/sglang_topology.py; this file only adapts it to Jinja."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_group import group_verdict as _group_verdict
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import TopologyError
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import fleet_topology as _fleet_topology
+
+
+def fleet_topology(hosts, hostvars, defaults=None, on_error="raise"):
+    try:
+        return _fleet_topology(hosts, hostvars, defaults)
+    except TopologyError as exc:
+        if on_error == "return":  # a role's input check reports it as its own one-line refusal
+            return {"error": str(exc), "hosts": {}, "replicas": []}
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def group_verdict(topology, hostvars, variable):
+    """Per multi-node replica: ready, or the node and rank that failed first (module_utils/sglang_group.py)."""
+    if not isinstance(topology, dict) or "replicas" not in topology:
+        raise AnsibleFilterError(
+            "group_verdict: expected the result of llmops.sglang.fleet_topology; found %r. Apply it as "
+            "topology | llmops.sglang.group_verdict(hostvars, 'VARIABLE')." % (type(topology).__name__,)
+        )
+    results = {}
+    for host in topology["hosts"]:
+        value = hostvars[host].get(variable) if host in hostvars else None
+        results[host] = dict(value) if isinstance(value, dict) and value else None
+    return _group_verdict(topology, results)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"fleet_topology": fleet_topology, "group_verdict": group_verdict}
