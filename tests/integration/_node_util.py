@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import json
 import os
@@ -73,6 +74,51 @@ def sim_node(*args: str, check: bool = True, timeout: float = 300) -> subprocess
     return subprocess.run(
         [str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=timeout, stdin=subprocess.DEVNULL
     )
+
+
+def ssh_key() -> str:
+    """The private key every simulated node accepts for root."""
+    return sim_node("ssh-key").stdout.strip()
+
+
+@contextlib.contextmanager
+def booted(name: str, ip: str, *, profile: str = "rtx-pro-6000-x8", driver: str = "580.95.05", mirrors: bool = False):
+    """Boot one simulated node for a test module and power off exactly that node afterwards, also on failure.
+
+    A node of ours left by an interrupted run is powered off first (it would keep its old state). ``mirrors``: serve
+    the local mirrors on the bridge first. The teardown is never --all: other engineers' nodes stay up.
+    """
+    sim_node("down", name, check=False)
+    try:
+        if mirrors:
+            sim_node("mirrors", "up", timeout=600)
+        up = sim_node("up", name, ip, "--profile", profile, "--driver", driver, check=False, timeout=600)
+        assert up.returncode == 0, f"sim/node up {name} {ip} failed:\n{up.stderr}"
+        yield
+    finally:
+        sim_node("down", name, check=False)
+        sim_node("teardown", check=False)
+
+
+def one_host_inventory(directory: Path, name: str, ip: str) -> Path:
+    """``directory``/hosts.yml naming one node in gpu_servers, with the simulation inventory's group_vars beside it
+    (the same stage variables as make demo and the molecule scenarios); returns ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "hosts.yml").write_text(
+        "all:\n  vars:\n    ansible_user: root\n"
+        f"    ansible_ssh_private_key_file: {ssh_key()}\n"
+        "    ansible_python_interpreter: /usr/bin/python3\n"
+        f"  children:\n    gpu_servers:\n      hosts:\n        {name}:\n          ansible_host: {ip}\n"
+    )
+    (directory / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+    return directory
+
+
+def stage_env() -> dict[str, str]:
+    """The environment for ansible-playbook of the stage tests: this checkout's ansible.cfg and venv, no colour."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    return env
 
 
 class Node:

@@ -20,15 +20,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
 from bad_input_util import REMOTE_FINGERPRINT, ansible_messages, assert_no_traceback, assert_one_line, run_bounded
 
-ROOT = Path(__file__).resolve().parents[2]
-SIM_NODE = ROOT / "sim" / "node"
-VENV_BIN = ROOT / ".venv" / "bin"
 NAME = os.environ.get("BI_NODE_NAME", "bi1")
 IP = os.environ.get("BI_NODE_IP", "10.213.0.81")
 SERVER = "playbooks/server.yml"
@@ -298,12 +295,6 @@ HIDE_GPUS = (
 SHOW_GPUS = "umount /sys/bus/pci/devices; umount /etc/sim-gpu/profile.json; true"
 
 
-def sim_node(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=300, stdin=subprocess.DEVNULL
-    )
-
-
 def ssh(command: str) -> str:
     return sim_node("ssh", NAME, command).stdout
 
@@ -313,27 +304,12 @@ def inventory(tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
         pytest.skip("needs root and systemd-nspawn (simulated nodes)")
     assert re.fullmatch(r"bi[a-z0-9-]{0,10}", NAME) and re.fullmatch(r"10\.213\.0\.8[1-9]", IP)
-    sim_node("down", NAME, check=False)  # a node of ours left by an interrupted run
-    try:
-        up = sim_node("up", NAME, IP, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", check=False)
-        assert up.returncode == 0, up.stderr
-        inv = tmp_path_factory.mktemp("inventory")
-        (inv / "hosts.yml").write_text(
-            "all:\n  vars:\n    ansible_user: root\n"
-            f"    ansible_ssh_private_key_file: {sim_node('ssh-key').stdout.strip()}\n"
-            "    ansible_python_interpreter: /usr/bin/python3\n"
-            f"  children:\n    gpu_servers:\n      hosts:\n        {NAME}:\n          ansible_host: {IP}\n"
-        )
-        (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
-        yield inv
-    finally:
-        sim_node("down", NAME, check=False)
-        sim_node("teardown", check=False)  # without --all: keeps the bridge while other nodes are up
+    with booted(NAME, IP, profile="rtx-pro-6000-x8", driver="580.95.05"):
+        yield one_host_inventory(tmp_path_factory.mktemp("inventory"), NAME, IP)
 
 
 def play(inventory: Path, playbook: str, extra: dict):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env = stage_env()
     env["ANSIBLE_CALLBACK_RESULT_FORMAT"] = "json"
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(ROOT / playbook)]
     if extra:

@@ -19,10 +19,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
 
-ROOT = Path(__file__).resolve().parents[2]
-SIM_NODE = ROOT / "sim" / "node"
-VENV_BIN = ROOT / ".venv" / "bin"
 NAME = os.environ.get("GS_PIN_NODE_NAME", "gs4")
 IP = os.environ.get("GS_PIN_NODE_IP", "10.213.0.44")
 PINNED = "580.95.05-1"
@@ -30,12 +28,6 @@ NEWER = "580.105.08-1"
 EXTRA = {"nvidia_driver_package_set": "desktop", "nvidia_driver_fabricmanager": True}
 
 pytestmark = pytest.mark.node
-
-
-def sim_node(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=timeout, stdin=subprocess.DEVNULL
-    )
 
 
 def ssh(command: str) -> str:
@@ -47,9 +39,7 @@ def play(inventory: Path) -> subprocess.CompletedProcess:
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook), "--tags", "driver"]
     cmd += ["--diff"]
     cmd += ["-e", json.dumps(EXTRA)]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900, check=False)
+    return subprocess.run(cmd, capture_output=True, text=True, env=stage_env(), cwd=ROOT, timeout=900, check=False)
 
 
 def recap(result: subprocess.CompletedProcess) -> dict:
@@ -62,19 +52,8 @@ def recap(result: subprocess.CompletedProcess) -> dict:
 def runs(tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
         pytest.skip("needs root and systemd-nspawn (simulated nodes)")
-    sim_node("down", NAME, check=False)
-    try:
-        sim_node("mirrors", "up")
-        up = sim_node("up", NAME, IP, "--profile", "h100-80gb-x8", "--driver", "none", check=False)
-        assert up.returncode == 0, up.stderr
-        inv = tmp_path_factory.mktemp("inventory")
-        (inv / "hosts.yml").write_text(
-            "all:\n  vars:\n    ansible_user: root\n"
-            f"    ansible_ssh_private_key_file: {sim_node('ssh-key').stdout.strip()}\n"
-            "    ansible_python_interpreter: /usr/bin/python3\n"
-            f"  children:\n    gpu_servers:\n      hosts:\n        {NAME}:\n          ansible_host: {IP}\n"
-        )
-        (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+    with booted(NAME, IP, profile="h100-80gb-x8", driver="none", mirrors=True):
+        inv = one_host_inventory(tmp_path_factory.mktemp("inventory"), NAME, IP)
         (inv / "driver.yml").write_text(
             f"- ansible.builtin.import_playbook: {ROOT}/playbooks/preflight.yml\n"
             f"- ansible.builtin.import_playbook: {ROOT}/playbooks/gpu_stack.yml\n"
@@ -83,9 +62,6 @@ def runs(tmp_path_factory):
         assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-2000:]
         second = play(inv)
         yield {"first": first, "second": second}
-    finally:
-        sim_node("down", NAME, check=False)
-        sim_node("teardown", check=False)
 
 
 def installed():

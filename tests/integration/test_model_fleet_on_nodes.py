@@ -22,9 +22,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, sim_node
+from _node_util import ROOT, VENV_BIN, Node, sim_node, ssh_key
 
 pytestmark = pytest.mark.node
 
@@ -35,35 +36,6 @@ BRIDGE = "10.213.0.1"
 REPO = "sim-org/fleet-model"
 RATE = 256 * 1024  # bytes/s per connection at the hub: the download, not Ansible, dominates the wall time
 MIB = 1 << 20
-
-
-def ssh(key, ip, cmd, timeout=120):
-    p = subprocess.run(
-        [
-            "ssh",
-            "-i",
-            key,
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "LogLevel=ERROR",
-            "-o",
-            "ConnectTimeout=5",
-            f"root@{ip}",
-            cmd,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-    assert p.returncode == 0, f"{ip}: `{cmd}` exited {p.returncode}: {p.stderr}"
-    return p.stdout
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +67,13 @@ def fleet(request, tmp_path_factory):
         capture_output=True,
         timeout=300,
     )
-    state = {"hub": None}
+    control = Path(f"/tmp/fl-ssh-{os.getpid()}")  # ssh ControlMaster sockets (short path: sun_path limit)
+    state = {"hub": None, "nodes": {}}
 
     def finalize():
+        for node in state["nodes"].values():
+            node.close()
+        shutil.rmtree(control, ignore_errors=True)
         if state["hub"] is not None:
             state["hub"].send_signal(signal.SIGTERM)
             state["hub"].wait(15)
@@ -110,7 +86,9 @@ def fleet(request, tmp_path_factory):
         if name in sim_node("list", check=False).stdout.split():
             sim_node("down", name, check=False)
         sim_node("up", name, ip, "--profile", "none", timeout=600)
-    key = sim_node("ssh-key").stdout.strip()
+    key = ssh_key()
+    control.mkdir(exist_ok=True)
+    nodes = state["nodes"] = {ip: Node(name, ip, key, control) for name, ip in HOSTS.items()}
     hub = subprocess.Popen(
         [
             sys.executable,
@@ -150,9 +128,9 @@ def fleet(request, tmp_path_factory):
     )
     meta = json.loads((out / "hub" / REPO / "repo.json").read_text())
     files = meta["commits"][meta["refs"]["main"]]["files"]
-    for ip in HOSTS.values():
-        ssh(key, ip, "systemctl is-system-running --wait >/dev/null || true")
-    return {"key": key, "inv": inv, "urls": urls, "files": files, "work": work}
+    for node in nodes.values():
+        node.sh("systemctl is-system-running --wait >/dev/null || true", timeout=120)
+    return {"nodes": nodes, "inv": inv, "urls": urls, "files": files, "work": work}
 
 
 def requests_log(urls):
@@ -205,44 +183,25 @@ def run_model(fleet, limit, extra):
         stdin=subprocess.DEVNULL,
     )
     if p.returncode != 0:
-        first = next(iter(HOSTS.values()))
-        journal = subprocess.run(
-            [
-                "ssh",
-                "-i",
-                fleet["key"],
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                "UserKnownHostsFile=/dev/null",
-                "-o",
-                "LogLevel=ERROR",
-                f"root@{first}",
-                "journalctl -u llmops-model-share --no-pager | tail -20",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        ).stdout
+        seed = fleet["nodes"][next(iter(HOSTS.values()))]
+        journal = seed.sh("journalctl -u llmops-model-share --no-pager | tail -20", check=False, timeout=30)
         raise AssertionError(p.stdout[-4000:] + p.stderr[-2000:] + "\nshare unit on the seed:\n" + journal)
     return time.monotonic() - t0, p.stdout
 
 
 def assert_verified_copy(fleet, ip, model_dir):
     listing = {f["path"]: f for f in fleet["files"]}
-    marker = json.loads(ssh(fleet["key"], ip, f"cat {model_dir}/.llmops-snapshot.json"))
+    node = fleet["nodes"][ip]
+    marker = json.loads(node.sh(f"cat {model_dir}/.llmops-snapshot.json"))
     assert set(marker["files"]) == set(listing)
-    sums = ssh(fleet["key"], ip, f"cd {model_dir} && sha256sum " + " ".join(sorted(listing)))
+    sums = node.sh(f"cd {model_dir} && sha256sum " + " ".join(sorted(listing)))
     for line in sums.splitlines():
         digest, path = line.split()
         f = listing[path]
         if "lfs" in f:
             assert digest == f["lfs"]["oid"], (ip, path)
         else:
-            data = ssh(fleet["key"], ip, f"cat {model_dir}/{path}").encode()
+            data = node.run(f"cat {model_dir}/{path}").stdout
             assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == f["oid"], (ip, path)
 
 
@@ -258,7 +217,8 @@ def test_the_hub_serves_the_model_once_for_three_hosts_and_every_host_verifies_i
     for ip in HOSTS.values():
         assert_verified_copy(fleet, ip, "/opt/models/fleet")
     # the share is gone once the copies are done
-    assert ssh(fleet["key"], HOSTS[first], "systemctl is-active llmops-model-share.service || true").strip() != "active"
+    share = fleet["nodes"][HOSTS[first]].sh("systemctl is-active llmops-model-share.service || true")
+    assert share.strip() != "active"
     assert re.search(rf"\[model\] {re.escape(first)}: \d+/\d+ files", out), out[-3000:]
     print(
         f"\nfleet of 3: one host {solo:.1f} s, three hosts {wall:.1f} s, ratio {wall / solo:.2f} (target <= 1.5); "

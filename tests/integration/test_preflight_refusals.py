@@ -18,10 +18,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
 
-ROOT = Path(__file__).resolve().parents[2]
-SIM_NODE = ROOT / "sim" / "node"
-VENV_BIN = ROOT / ".venv" / "bin"
 NAME = os.environ.get("GS_NODE_NAME", "gs1")
 IP = os.environ.get("GS_NODE_IP", "10.213.0.41")
 
@@ -40,12 +38,6 @@ set -e
 """
 
 
-def sim_node(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(SIM_NODE), *args], capture_output=True, text=True, check=check, timeout=300, stdin=subprocess.DEVNULL
-    )
-
-
 def ssh(command: str) -> str:
     return sim_node("ssh", NAME, command).stdout
 
@@ -56,32 +48,15 @@ def inventory(tmp_path_factory):
         pytest.skip("needs root and systemd-nspawn (simulated nodes)")
     if not NAME.startswith("gs") or not IP.startswith("10.213.0.4"):
         pytest.skip("GPU-stack test nodes are named gs* and use 10.213.0.41-49")
-    sim_node("down", NAME, check=False)  # a node of ours left by an interrupted run
-    try:
-        up = sim_node("up", NAME, IP, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", check=False)
-        assert up.returncode == 0, up.stderr
-        inv = tmp_path_factory.mktemp("inventory")
-        (inv / "hosts.yml").write_text(
-            "all:\n  vars:\n    ansible_user: root\n"
-            f"    ansible_ssh_private_key_file: {sim_node('ssh-key').stdout.strip()}\n"
-            "    ansible_python_interpreter: /usr/bin/python3\n"
-            f"  children:\n    gpu_servers:\n      hosts:\n        {NAME}:\n          ansible_host: {IP}\n"
-        )
-        # The same stage variables as make demo and the molecule scenarios.
-        (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
-        yield inv
-    finally:
-        sim_node("down", NAME, check=False)
-        sim_node("teardown", check=False)  # without --all: keeps the bridge while other nodes are up
+    with booted(NAME, IP, profile="rtx-pro-6000-x8", driver="580.95.05"):
+        yield one_host_inventory(tmp_path_factory.mktemp("inventory"), NAME, IP)
 
 
 def play(inventory: Path, playbook: Path, extra: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook)]
     if extra:
         cmd += ["-e", json.dumps(extra)]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+    return subprocess.run(cmd, capture_output=True, text=True, env=stage_env(), cwd=ROOT, timeout=300, check=False)
 
 
 def refused(inventory: Path, extra: dict | None = None, playbook: Path | None = None) -> str:
