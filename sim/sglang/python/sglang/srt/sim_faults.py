@@ -11,9 +11,13 @@ Each fault is ``KIND[@PHASE] [key=value ...]``:
                    torch.distributed init; default: every rank)
 ``delay@PHASE``    sleep ``seconds=N`` (real seconds, not scaled) at PHASE
 ``slow_capture``   CUDA-graph capture takes ``seconds=N`` longer (default 60, real seconds)
+``oom@cuda_graph_capturing``  the target rank runs out of GPU memory inside the CUDA-graph capture, as a too-high
+                   ``--mem-fraction-static`` would (default rank 0)
+``nojoin``         multi-node: this node never reaches the head's rendezvous (as if a firewall dropped its packets)
 =================  ==================================================================================================
 
-Keys: ``rank=N`` (rank index inside the TP x PP group, ``all`` for every rank), ``seconds=N``.
+Keys: ``rank=N`` (rank index inside the TP x PP group - the global rank with ``--nnodes``: TP8-15 on node 1 of a
+TP16 server -, ``all`` for every rank), ``seconds=N``.
 Phases, in order: started, weights_loading, weights_loaded, kv_allocated, memory_pool_ready, cuda_graph_capturing,
 cuda_graph_captured (scheduler processes), http_up, ready (HTTP/parent process; crash@ready kills a scheduler right
 after the ready line, hang@ready makes the schedulers stop answering).
@@ -36,7 +40,7 @@ PHASES = (
     "http_up",
     "ready",
 )
-KINDS = ("crash", "hang", "nccl", "delay", "slow_capture")
+KINDS = ("crash", "hang", "nccl", "delay", "slow_capture", "oom", "nojoin")
 DEFAULT_FAULT_FILE = "/etc/sglang-sim/fault"
 
 NCCL_ERROR_TEXT = (
@@ -58,7 +62,7 @@ class Fault:
 
     def targets(self, rank: int) -> bool:
         if self.rank is None:
-            return rank == 0 if self.kind == "crash" else True
+            return rank == 0 if self.kind in ("crash", "oom") else True
         return self.rank < 0 or self.rank == rank
 
 
@@ -80,8 +84,10 @@ def parse_faults(text: str) -> list[Fault]:
         phase = phase.strip() or None
         if phase is None and kind == "nccl":
             phase = "started"
-        if kind in ("crash", "hang", "delay") and phase is None:
+        if kind in ("crash", "hang", "delay", "oom") and phase is None:
             raise FaultSpecError(f"fault {item!r} needs @PHASE")
+        if kind == "oom" and phase != "cuda_graph_capturing":
+            raise FaultSpecError(f"fault {item!r}: oom is simulated at cuda_graph_capturing only")
         if phase is not None and phase not in PHASES:
             raise FaultSpecError(f"unknown phase {phase!r} in {item!r}; phases: {', '.join(PHASES)}")
         fault = Fault(kind=kind, phase=phase)

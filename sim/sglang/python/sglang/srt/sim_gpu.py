@@ -67,6 +67,20 @@ class DistBackendError(RuntimeError):
 DistBackendError.__module__ = "torch.distributed"
 
 
+class DistStoreError(RuntimeError):
+    """Printed as ``torch.distributed.DistStoreError`` (the TCPStore of the rendezvous)."""
+
+
+DistStoreError.__module__ = "torch.distributed"
+
+
+class DistNetworkError(RuntimeError):
+    """Printed as ``torch.distributed.DistNetworkError`` (a client that cannot reach the store)."""
+
+
+DistNetworkError.__module__ = "torch.distributed"
+
+
 class OutOfResources(Exception):
     """Printed as ``triton.runtime.errors.OutOfResources``."""
 

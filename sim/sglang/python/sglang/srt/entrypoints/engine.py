@@ -11,6 +11,7 @@ import sys
 
 from sglang.srt.configs.model_config import load_model_config
 from sglang.srt.managers.scheduler import run_scheduler_process
+from sglang.srt.sim_dist import Rendezvous
 from sglang.srt.sim_faults import FaultSpecError, load_faults
 from sglang.srt.sim_gpu import Gpu, load_system
 from sglang.srt.utils.common import CHILD_PROCESSES, configure_logger, kill_process_tree
@@ -92,6 +93,11 @@ def launch_subprocesses(server_args, system, model_config, faults):
         dps = range(server_args.dp_size) if server_args.dp_size > 1 else [None]
         ranks = [(d, r) for d in dps for r in range(world)]
     dp_attention = server_args.enable_dp_attention and server_args.dp_size > 1
+    rendezvous = None
+    if nnodes > 1:
+        # torch.distributed's TCPStore at --dist-init-addr: node 0 serves it, the others connect (sim_dist.py)
+        rendezvous = Rendezvous(server_args, skip_join=any(f.kind == "nojoin" for f in faults))
+        rendezvous.start()
     conns, procs = [], []
     for dp_rank, r in ranks:
         replica = 0 if dp_attention else (dp_rank or 0)
@@ -113,6 +119,7 @@ def launch_subprocesses(server_args, system, model_config, faults):
                 "conn": child_conn,
                 "faults": faults,
                 "parent_pid": os.getpid(),
+                "rendezvous": rendezvous,
             },
             daemon=False,
         )
@@ -121,6 +128,8 @@ def launch_subprocesses(server_args, system, model_config, faults):
         CHILD_PROCESSES.append(proc)
         conns.append(parent_conn)
         procs.append(proc)
+        if rendezvous is not None:
+            rendezvous.children.append(proc.pid)
 
     infos: list[dict | None] = [None] * len(conns)
     pending = dict(enumerate(conns))
@@ -141,3 +150,29 @@ def launch_subprocesses(server_args, system, model_config, faults):
             infos[i] = data
             del pending[i]
     return conns, procs, infos
+
+
+def launch_dummy_health_check_server(host: str, port: int) -> None:
+    """node_rank >= 1 (0.5.9 engine.py _launch_subprocesses -> utils/common.py launch_dummy_health_check_server, the
+    same in 0.5.23): once its schedulers are ready, a daemon-thread server answers GET /ping, /health and
+    /health_generate with an empty 200 - nothing else, no tokenizer, no OpenAI routes; uvicorn at log level warning,
+    so it prints no line."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Dummy(BaseHTTPRequestHandler):
+        def do_GET(self):
+            code = 200 if self.path.split("?")[0] in ("/ping", "/health", "/health_generate") else 404
+            self.send_response(code)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    try:
+        server = ThreadingHTTPServer((host, port), Dummy)
+    except OSError as e:
+        logger.error(f"Dummy health check server failed to start: {e}")
+        return
+    threading.Thread(target=server.serve_forever, daemon=True).start()

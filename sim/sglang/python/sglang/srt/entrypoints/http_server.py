@@ -597,7 +597,8 @@ def launch_server(server_args) -> None:
     system, model_config, faults = engine.prepare(server_args)
     conns, procs, infos = engine.launch_subprocesses(server_args, system, model_config, faults)
     if server_args.node_rank >= 1:
-        # Multi-node: nodes with node_rank > 0 run only schedulers and wait for them.
+        # Multi-node: nodes with node_rank > 0 run only schedulers (and a dummy /health) and wait for them.
+        engine.launch_dummy_health_check_server(server_args.host, server_args.port)
         for proc in procs:
             proc.join()
             logger.error(f"Scheduler or DataParallelController {proc.pid} terminated with {proc.exitcode}")

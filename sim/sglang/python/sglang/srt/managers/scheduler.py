@@ -7,7 +7,9 @@ import os
 import signal
 import time
 
+from sglang.srt import sim_gpu
 from sglang.srt.model_executor.model_runner import ModelRunner
+from sglang.srt.sim_dist import remote_error_text
 from sglang.srt.sim_faults import FaultInjector
 from sglang.srt.utils.common import (
     configure_logger,
@@ -115,7 +117,19 @@ class Scheduler:
 
 
 def run_scheduler_process(
-    *, server_args, model_config, system, group_gpus, gpu_ordinal, tp_rank, pp_rank, dp_rank, conn, faults, parent_pid
+    *,
+    server_args,
+    model_config,
+    system,
+    group_gpus,
+    gpu_ordinal,
+    tp_rank,
+    pp_rank,
+    dp_rank,
+    conn,
+    faults,
+    parent_pid,
+    rendezvous=None,
 ):
     kill_itself_when_parent_died()
     prefix = rank_prefix(server_args, dp_rank, pp_rank, tp_rank)
@@ -125,6 +139,12 @@ def run_scheduler_process(
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     configure_logger(server_args.log_level, prefix=prefix)
     injector = FaultInjector(faults, rank=pp_rank * server_args.tp_size + tp_rank)
+    if rendezvous is not None:
+        # a peer node died (sim_dist.py): NCCL's remote error surfaces in whatever this rank is doing
+        def peer_lost(signum, frame):
+            raise sim_gpu.DistBackendError(remote_error_text(rendezvous.peer_name(), rendezvous.port))
+
+        signal.signal(signal.SIGUSR1, peer_lost)
     try:
         injector.at("started")
         scheduler = Scheduler(
@@ -139,6 +159,7 @@ def run_scheduler_process(
             pp_rank=pp_rank,
             dp_rank=dp_rank,
             family=server_args.sim_log_format,
+            rendezvous=rendezvous,
         )
         conn.send(scheduler.info())
         scheduler.event_loop()

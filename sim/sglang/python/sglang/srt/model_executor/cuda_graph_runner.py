@@ -69,6 +69,9 @@ class CudaGraphRunner:
                 nccl = mr.faults.find("nccl", "cuda_graph_capturing")
                 if nccl is not None:
                     raise sim_gpu.DistBackendError(NCCL_ERROR_TEXT)
+                if mr.faults.find("oom", "cuda_graph_capturing") is not None:
+                    want = max(sum(allocs), 1 << 30)
+                    self._raise_oom(want, min(free, want // 2), used)
             sim_sleep(CAPTURE_SECONDS_PER_GRAPH)
             if extra:
                 time.sleep(extra / len(steps))

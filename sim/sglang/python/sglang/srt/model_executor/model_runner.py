@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import time
 
-from sglang.srt import sim_gpu, sim_memory
+from sglang.srt import sim_dist, sim_gpu, sim_memory
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool, NSATokenToKVPool
 from sglang.srt.model_executor.cuda_graph_runner import CudaGraphRunner
 from sglang.srt.model_loader.loader import DefaultModelLoader, find_checkpoint
 from sglang.srt.sim_faults import NCCL_ERROR_TEXT
 from sglang.srt.sim_memory import GiB, GpuMem, MiB, Overheads
-from sglang.srt.utils.common import FAMILY_0514, sim_sleep
+from sglang.srt.utils.common import FAMILY_0514, sim_sleep, write_stderr
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ class ModelRunner:
         dp_rank: int | None,
         faults,
         family: str,
+        rendezvous=None,
     ):
         self.server_args = server_args
         self.model_config = model_config
@@ -46,6 +47,7 @@ class ModelRunner:
         self.rank = pp_rank * self.tp_size + tp_rank
         self.faults = faults
         self.family = family
+        self.rendezvous = rendezvous
         self.overheads = Overheads.from_env()
         self.plan: sim_memory.GroupPlan | None = None
         self.mem: sim_memory.RankMemory | None = None
@@ -95,6 +97,8 @@ class ModelRunner:
         tic = time.monotonic()
         logger.info("Init torch distributed begin.")
         sim_sleep(0.3 + 0.002 * self.rank)
+        if self.rendezvous is not None:
+            self._rendezvous()
         if self.faults.find("nccl", "started") is not None:
             raise sim_gpu.DistBackendError(NCCL_ERROR_TEXT)
         if self._world() > 1 and self.tp_rank == 0 and self.pp_rank == 0:
@@ -117,6 +121,30 @@ class ModelRunner:
             msg = "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
             msg += f"{min_per_gpu_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}"
             logger.warning(msg)
+
+    def _rendezvous(self) -> None:
+        """Multi-node: wait for every node at --dist-init-addr (sim_dist.py); fail with torch's texts."""
+        rdv = self.rendezvous
+        status = rdv.wait()
+        if status == sim_dist.JOINED:
+            return
+        if status == sim_dist.LOST:
+            raise sim_gpu.DistBackendError(sim_dist.remote_error_text(rdv.peer_name(), rdv.port))
+        if rdv.node_rank == 0:
+            if self.rank == 0:  # the rank that hosts the store reports it; the others wait in it
+                raise sim_gpu.DistStoreError(
+                    sim_dist.store_timeout_text(
+                        rdv.timeout, rdv.joined.value * (self._world() // rdv.nnodes), self._world()
+                    )
+                )
+            from sglang.srt.sim_faults import hang_forever
+
+            hang_forever()
+        text = sim_dist.client_timeout_text(rdv.timeout, rdv.host, rdv.port)
+        now = time.time()
+        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e9):09d}"
+        write_stderr(f"[E{stamp} socket.cpp:1011] [c10d] {text}\n")
+        raise sim_gpu.DistNetworkError(text)
 
     def load_model(self) -> None:
         sa = self.server_args

@@ -1,0 +1,205 @@
+# Copyright: (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet's shape: which hosts form one SGLang server (a replica), each host's node rank, the head's address.
+
+The one owner of this arithmetic (the filter plugin llmops.sglang.fleet_topology, the server role and the router
+role read it from here). Inputs are inventory variables only, so it runs on the controller before any host changes:
+
+* ``server_replica`` (default: the host's inventory name): hosts with the same value form ONE replica, one SGLang
+  server tensor-parallel across them (``--nnodes`` = their count).
+* ``server_tp`` (default 1): GPUs this host gives the replica; all hosts of a replica must agree, and
+  ``--tp-size`` = ``server_tp`` x ``nnodes`` (SGLang splits tp_size evenly over the nodes).
+* node rank = the host's position among its replica's hosts in the order of the hosts given (``groups['gpu_servers']``
+  order, stable across runs); rank 0 is the head.
+* ``--dist-init-addr`` = the head's ``ansible_host`` (else its inventory name) and ``server_dist_init_port``; only the
+  head serves HTTP, at ``server_port``: ``url`` is ``http://<head address>:<server_port>``, the address a router uses.
+
+Inconsistent input raises TopologyError with one line: what was expected, what was found, what to do.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+# The server role's defaults for the variables read here (roles/server/meta/argument_specs.yml owns them; a unit
+# test keeps these equal). Role defaults are not host variables, so the controller-side arithmetic needs them.
+DEFAULTS = {"server_port": 30000, "server_dist_init_port": 20000, "server_tp": 1}
+
+REPLICA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class TopologyError(ValueError):
+    """Inconsistent fleet input; str() is one line (expected, found, what to do)."""
+
+
+def _int(host, name, value, low, high):
+    if isinstance(value, bool):
+        value = None
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not low <= number <= high:
+        raise TopologyError(
+            "fleet topology: expected {name} of {host} to be an integer from {low} to {high}; found {value!r}. "
+            "Set {name} to such a number in the inventory.".format(
+                name=name, host=host, low=low, high=high, value=value
+            )
+        )
+    return number
+
+
+def _get(hostvars, host, name, default):
+    value = hostvars[host].get(name) if hasattr(hostvars[host], "get") else None
+    return default if value is None else value
+
+
+def _address(hostvars, host):
+    address = _get(hostvars, host, "ansible_host", host)
+    return str(address).strip() or host
+
+
+def _url_host(address):
+    return "[" + address + "]" if ":" in address else address
+
+
+def host_settings(host, hostvars, defaults=None):
+    """The validated topology inputs of one host (replica, address, GPUs, ports)."""
+    defaults = dict(DEFAULTS, **(defaults or {}))
+    replica = _get(hostvars, host, "server_replica", host)
+    if not isinstance(replica, str) or not REPLICA_NAME.match(replica):
+        raise TopologyError(
+            "fleet topology: expected server_replica of {host} to be a name of letters, digits, '.', '_' or '-' "
+            "(at most 63, starting with a letter or digit); found {value!r}. Set server_replica to such a name "
+            "(the same on every host of one replica).".format(host=host, value=replica)
+        )
+    return {
+        "replica": replica,
+        "address": _address(hostvars, host),
+        "gpus": _int(host, "server_tp", _get(hostvars, host, "server_tp", defaults["server_tp"]), 1, 1024),
+        "port": _int(host, "server_port", _get(hostvars, host, "server_port", defaults["server_port"]), 1, 65535),
+        "dist_port": _int(
+            host,
+            "server_dist_init_port",
+            _get(hostvars, host, "server_dist_init_port", defaults["server_dist_init_port"]),
+            1,
+            65535,
+        ),
+    }
+
+
+def _agree(replica, hosts, settings, key, variable_what):
+    variable, what = variable_what
+    values = {h: settings[h][key] for h in hosts}
+    if len(set(values.values())) > 1:
+        found = ", ".join("{0}={1}".format(h, v) for h, v in values.items())
+        raise TopologyError(
+            "fleet topology: expected every host of replica {replica} to have the same {variable} ({what}); found "
+            "{found}. Set one {variable} for the whole replica (a group variable).".format(
+                replica=replica, variable=variable, what=what, found=found
+            )
+        )
+
+
+def fleet_topology(hosts, hostvars, defaults=None):
+    """Group ``hosts`` (inventory order) into replicas.
+
+    Returns ``{"hosts": {HOST: {...}}, "replicas": [{...}]}`` (see the module docstring); replicas are listed in the
+    order of their first host.
+    """
+    if isinstance(hosts, str) or not hasattr(hosts, "__iter__"):
+        raise TopologyError(
+            "fleet topology: expected a list of host names (groups['gpu_servers']); found {0!r}. Apply the filter as "
+            "groups['gpu_servers'] | llmops.sglang.fleet_topology(hostvars).".format(hosts)
+        )
+    hosts = list(hosts)
+    seen = set()
+    for host in hosts:
+        if not isinstance(host, str) or host in seen:
+            raise TopologyError(
+                "fleet topology: expected each host once in the host list; found {0!r} {1}. Pass "
+                "groups['gpu_servers'] as it is.".format(host, "twice" if host in seen else "(not a host name)")
+            )
+        seen.add(host)
+        if host not in hostvars:
+            raise TopologyError(
+                "fleet topology: expected every host of the list in hostvars; found no variables for {0}. Pass the "
+                "play's hostvars: groups['gpu_servers'] | llmops.sglang.fleet_topology(hostvars).".format(host)
+            )
+    settings = dict((host, host_settings(host, hostvars, defaults)) for host in hosts)
+
+    members = {}
+    order = []
+    for host in hosts:
+        name = settings[host]["replica"]
+        if name not in members:
+            members[name] = []
+            order.append(name)
+        members[name].append(host)
+
+    result = {"hosts": {}, "replicas": []}
+    endpoints = {}
+    for name in order:
+        group = members[name]
+        _agree(name, group, settings, "gpus", ("server_tp", "the GPUs each node gives the replica"))
+        _agree(name, group, settings, "port", ("server_port", "only the head serves it, a router reaches every head"))
+        _agree(name, group, settings, "dist_port", ("server_dist_init_port", "the head's rendezvous port"))
+        head = group[0]
+        head_set = settings[head]
+        if len(group) > 1:
+            addresses = {}
+            for host in group:
+                other = addresses.setdefault(settings[host]["address"], host)
+                if other != host:
+                    raise TopologyError(
+                        "fleet topology: expected the hosts of multi-node replica {0} on different machines; found {1} "
+                        "and {2} both at {3}. Give each host its own ansible_host, or put them in different "
+                        "replicas.".format(name, other, host, settings[host]["address"])
+                    )
+            if head_set["dist_port"] == head_set["port"]:
+                raise TopologyError(
+                    "fleet topology: expected server_dist_init_port of replica {0} to differ from server_port; found "
+                    "both {1}. Set server_dist_init_port to a free port other than the HTTP port.".format(
+                        name, head_set["port"]
+                    )
+                )
+        endpoint = (head_set["address"], head_set["port"])
+        if endpoint in endpoints:
+            raise TopologyError(
+                "fleet topology: expected each replica's head at its own address and port; found replicas {0} and {1} "
+                "both at {2}:{3}. Give them different ansible_host or server_port.".format(
+                    endpoints[endpoint], name, head_set["address"], head_set["port"]
+                )
+            )
+        endpoints[endpoint] = name
+        nnodes = len(group)
+        url = "http://{0}:{1}".format(_url_host(head_set["address"]), head_set["port"])
+        dist_init_addr = "{0}:{1}".format(_url_host(head_set["address"]), head_set["dist_port"])
+        tp_size = head_set["gpus"] * nnodes
+        for rank, host in enumerate(group):
+            result["hosts"][host] = {
+                "replica": name,
+                "node_rank": rank,
+                "nnodes": nnodes,
+                "head": head,
+                "dist_init_addr": dist_init_addr,
+                "url": url,
+                "tp_size": tp_size,
+                "gpus_per_node": head_set["gpus"],
+                "first_rank": rank * head_set["gpus"],
+                "hosts": list(group),
+            }
+        result["replicas"].append(
+            {
+                "name": name,
+                "hosts": list(group),
+                "head": head,
+                "nnodes": nnodes,
+                "url": url,
+                "dist_init_addr": dist_init_addr,
+                "tp_size": tp_size,
+            }
+        )
+    return result
