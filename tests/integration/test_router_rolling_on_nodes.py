@@ -303,7 +303,7 @@ def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_se
         assert run.rc != 0
         failures = run.failures()
         assert [h for h, _, _ in failures] == ["rr2"], failures
-        assert "SGLang did not become ready" in failures[0][2] and "weights" in failures[0][2], failures[0][2]
+        assert "SGLang did not become ready" in failures[0][2], failures[0][2]
         assert fleet.workers() == {f"http://{REPLICAS['rr1']}:{SERVER_PORT}": True}
         assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
         assert ssh(fleet.key, rr2, "systemctl is-active sglang.service", check=False).strip() != "active"
