@@ -293,6 +293,24 @@ def test_a_rolling_restart_under_load_fails_no_request(fleet):
     )
 
 
+def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
+    pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
+    loop = ClientLoop(limit=20000, deadline=600).start()
+    time.sleep(2)
+    run = fleet.playbook(["playbooks/server.yml"], {"server_mem_fraction_static": 0.87})
+    loop.stop()
+    assert run.rc == 0, run.failures()
+    assert all(fleet.main_pid(ip) != pid for ip, pid in pids.items()), "a replica was not restarted"
+    drained = [n for h, n, r in run.results() if n.startswith("Report the drain") and r.get("_it_status") == "ok"]
+    assert len(drained) == 2, drained
+    assert fleet.workers() == {u: True for u in URLS}
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    FIGURES.append(
+        f"server stage with a new --mem-fraction-static on the serving fleet: {run.seconds:.0f} s, "
+        f"{loop.codes[200]} requests served during it, {loop.failed} failed"
+    )
+
+
 def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_serving(fleet):
     rr2 = REPLICAS["rr2"]
     ssh(fleet.key, rr2, "mkdir -p /etc/sglang-sim && echo 'crash@weights_loading' > /etc/sglang-sim/fault")
