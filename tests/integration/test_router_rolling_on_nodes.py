@@ -65,6 +65,10 @@ class Run:
     def changed(self):
         return [(h, n) for h, n, r in self.results() if r.get("changed") and r.get("_it_status") == "ok"]
 
+    def why(self) -> str:
+        """What a failed run said: its failed tasks, else the end of its output (errors outside any task)."""
+        return str(self.failures() or (self.stdout[-1500:] + self.stderr[-1500:]))
+
     def failures(self):
         bad = ("failed", "unreachable")
         return [(h, n, r.get("msg", "")) for h, n, r in self.results() if r.get("_it_status") in bad]
@@ -250,10 +254,10 @@ def fleet(request, tmp_path_factory):
 
 def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
     run = fleet.playbook(STAGES)
-    assert run.rc == 0, run.failures()
+    assert run.rc == 0, run.why()
     assert fleet.workers() == {u: True for u in URLS}
     again = fleet.playbook(STAGES)
-    assert again.rc == 0 and again.changed() == [], again.changed()
+    assert again.rc == 0 and again.changed() == [], (again.changed(), again.why())
     FIGURES.append(f"stages to 2 healthy replicas behind the router: {run.seconds:.0f} s; re-run {again.seconds:.0f} s")
     unit = ssh(fleet.key, ROUTER_IP, "systemctl cat sglang-router.service")
     assert "--policy cache_aware" in unit.replace('"', "") and "--prometheus-port 29000" in unit.replace('"', "")
@@ -281,7 +285,7 @@ def test_a_rolling_restart_under_load_fails_no_request(fleet):
     run = fleet.playbook(["playbooks/rolling_restart.yml"])
     loop.stop()
     after = fleet.served_by_worker()
-    assert run.rc == 0, run.failures()
+    assert run.rc == 0, run.why()
     assert all(fleet.main_pid(ip) != pid for ip, pid in pids.items()), "a replica was not restarted"
     assert fleet.workers() == {u: True for u in URLS}
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
@@ -299,7 +303,7 @@ def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
     time.sleep(2)
     run = fleet.playbook(["playbooks/server.yml"], {"server_mem_fraction_static": 0.87})
     loop.stop()
-    assert run.rc == 0, run.failures()
+    assert run.rc == 0, run.why()
     assert all(fleet.main_pid(ip) != pid for ip, pid in pids.items()), "a replica was not restarted"
     drained = [n for h, n, r in run.results() if n.startswith("Report the drain") and r.get("_it_status") == "ok"]
     assert len(drained) == 2, drained
@@ -331,7 +335,7 @@ def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_se
     finally:
         ssh(fleet.key, rr2, "rm -f /etc/sglang-sim/fault")
     repair = fleet.playbook(["playbooks/server.yml", "playbooks/router.yml"])
-    assert repair.rc == 0, repair.failures()
+    assert repair.rc == 0, repair.why()
     assert fleet.workers() == {u: True for u in URLS}
 
 
