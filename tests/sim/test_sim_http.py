@@ -110,3 +110,33 @@ def test_metrics_off_and_health_when_schedulers_hang(launch, models):
     time.sleep(0.2)
     assert call(s.port, "/health")[0] == 503
     assert "Health check failed. Server couldn't get a response from detokenizer for last 0.5 seconds." in s.log
+
+
+def test_load_endpoints_count_requests_in_flight(launch, models):
+    """/get_load (what SGLang's router polls) and /v1/loads (what a drain waits on) count unanswered requests."""
+    import threading
+
+    s = launch(
+        ["--model-path", str(models["llama3-8b"]), "--served-model-name", "llama-3-8b"],
+        profile="h100-80gb-x8.json",
+        env={"SGLANG_SIM_REQUEST_SECONDS": "2"},
+    )
+    assert s.wait_for(READY, timeout=20), s.log
+    idle = json.loads(call(s.port, "/v1/loads")[1])
+    assert idle["aggregate"]["total_reqs"] == 0 and idle["dp_rank_count"] == 1
+    assert json.loads(call(s.port, "/get_load")[1])[0]["num_reqs"] == 0
+
+    req = {"text": "a prompt of seven tokens here", "sampling_params": {"max_new_tokens": 3}}
+    threads = [threading.Thread(target=call, args=(s.port, "/generate", req)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    busy = json.loads(call(s.port, "/v1/loads")[1])
+    load = json.loads(call(s.port, "/get_load")[1])[0]
+    for t in threads:
+        t.join()
+    assert busy["aggregate"]["total_reqs"] == 3, busy
+    assert busy["loads"][0]["num_running_reqs"] + busy["loads"][0]["num_waiting_reqs"] == 3
+    assert load["num_reqs"] == 3 and load["num_tokens"] == 3 * 7, load
+    assert json.loads(call(s.port, "/v1/loads")[1])["aggregate"]["total_reqs"] == 0
+    assert "Endpoint '/get_load' is deprecated" in s.log

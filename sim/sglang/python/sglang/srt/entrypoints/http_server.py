@@ -1,7 +1,13 @@
 """HTTP server (the parent process), like SGLang 0.5.x's FastAPI/uvicorn app, on http.server.
 
 Endpoints: /health, /health_generate, /model_info, /get_model_info, /server_info, /get_server_info, /v1/models,
-/metrics (only with --enable-metrics), /ping, POST /generate, /v1/chat/completions, /v1/completions.
+/get_load and /v1/loads (the in-flight requests, as SGLang's scheduler reports them), /metrics (only with
+--enable-metrics), /ping, POST /generate, /v1/chat/completions, /v1/completions.
+
+The routes SGLang's router (sglang-router 0.3.2) calls on a worker: /health (its health checker and the
+connection-mode probe), /server_info and /model_info (metadata discovery; it falls back to /get_server_info and
+/get_model_info on 404), /get_load (its load monitor, summing ``num_tokens``), and the inference routes it proxies.
+Shapes follow SGLang 0.5.9's http_server.py, v1_loads.py and io_struct.py (GetLoadReqOutput, GetLoadsReqOutput).
 """
 
 from __future__ import annotations
@@ -88,6 +94,10 @@ class TokenizerManager:
         self.generation_tokens = 0
         self.startup_time = 0.0
         self.metrics = TokenizerMetrics()
+        # Requests received and not yet answered (what SGLang's scheduler counts as running + waiting) and their
+        # prompt tokens: /get_load and /v1/loads report them, drain logic waits for zero.
+        self.inflight_lock = threading.Lock()
+        self.inflight: dict[str, int] = {}
 
     def _roundtrip(self, req: dict, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -111,7 +121,17 @@ class TokenizerManager:
         rid = uuid.uuid4().hex
         input_len = count_tokens(prompt)
         tic = time.time()
-        if not self._roundtrip({"type": "generate", "rid": rid, "input_len": input_len}, None):
+        with self.inflight_lock:
+            self.inflight[rid] = input_len
+        try:
+            answered = self._roundtrip({"type": "generate", "rid": rid, "input_len": input_len}, None)
+            if answered:
+                # Decoding time of one request (real seconds, default none), so that in-flight requests are visible.
+                time.sleep(float(os.environ.get("SGLANG_SIM_REQUEST_SECONDS") or 0))
+        finally:
+            with self.inflight_lock:
+                self.inflight.pop(rid, None)
+        if not answered:
             raise RuntimeError("scheduler did not answer")
         words = generate_text(prompt, max_new_tokens)
         self.num_requests += 1
@@ -126,6 +146,13 @@ class TokenizerManager:
             "completion_tokens": len(words),
             "e2e_latency": time.time() - tic,
         }
+
+    def load(self) -> dict:
+        """One scheduler's load: the scheduler holds one request at a time, the others wait for it."""
+        with self.inflight_lock:
+            reqs, tokens = len(self.inflight), sum(self.inflight.values())
+        running = min(reqs, 1)
+        return {"running": running, "waiting": reqs - running, "tokens": tokens}
 
     def health(self, timeout: float) -> bool:
         return self._roundtrip({"type": "health", "rid": uuid.uuid4().hex}, timeout)
@@ -312,6 +339,62 @@ def make_handler(tm: TokenizerManager):
                 return
             self._send(200, _metrics(tm).encode(), "text/plain; version=0.0.4; charset=utf-8")
 
+        def get_load(self, path):
+            logger.warning(
+                "Endpoint '/get_load' is deprecated and will be removed in a future version. "
+                "Please use '/v1/loads' instead."
+            )
+            load = tm.load()
+            self._json(
+                200,
+                [
+                    {
+                        "rid": None,
+                        "http_worker_ipc": None,
+                        "dp_rank": 0,
+                        "num_reqs": load["running"] + load["waiting"],
+                        "num_waiting_reqs": load["waiting"],
+                        "num_tokens": load["tokens"],
+                        "ts_tic": time.perf_counter(),
+                    }
+                ],
+            )
+
+        def loads(self, path):
+            load = tm.load()
+            total = tm.info.get("max_total_num_tokens") or 0
+            usage = round(load["tokens"] / total, 4) if total else 0.0
+            entry = {
+                "dp_rank": 0,
+                "num_running_reqs": load["running"],
+                "num_waiting_reqs": load["waiting"],
+                "num_used_tokens": load["tokens"],
+                "max_total_num_tokens": total,
+                "token_usage": usage,
+                "gen_throughput": 0.0,
+                "cache_hit_rate": 0.0,
+                "utilization": usage,
+                "max_running_requests": tm.info.get("max_running_requests") or 0,
+                "num_total_reqs": load["running"] + load["waiting"],
+            }
+            self._json(
+                200,
+                {
+                    "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                    "version": __version__,
+                    "dp_rank_count": 1,
+                    "loads": [entry],
+                    "aggregate": {
+                        "total_running_reqs": entry["num_running_reqs"],
+                        "total_waiting_reqs": entry["num_waiting_reqs"],
+                        "total_reqs": entry["num_total_reqs"],
+                        "avg_token_usage": usage,
+                        "avg_throughput": 0.0,
+                        "avg_utilization": usage,
+                    },
+                },
+            )
+
         def ping(self, path):
             self._send(200)
 
@@ -440,6 +523,8 @@ _GET_ROUTES = {
     "/server_info": "server_info",
     "/get_server_info": "server_info",
     "/v1/models": "models",
+    "/get_load": "get_load",
+    "/v1/loads": "loads",
     "/metrics": "metrics",
     "/ping": "ping",
     "/version": "version",

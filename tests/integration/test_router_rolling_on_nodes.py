@@ -1,0 +1,389 @@
+"""Two SGLang replicas behind SGLang's real router (sglang-router, from the local index) on three simulated nodes.
+
+rr1 and rr2 (10.213.0.111-112, 8 x RTX PRO 6000 each) are one replica each; rr3 (10.213.0.113, no GPU) is the
+sglang_routers host. The module runs the preflight, model, server and router stages (playbooks/*.yml, the sim
+inventory's group_vars), then, on the same nodes in file order: a bounded client loop through the router that both
+replicas serve (the router's own per-worker Prometheus counters say so), a rolling restart of both replicas under that
+loop with no failed request, a replica that does not come back during a roll (the stand-in's crash fault), bad router
+input, and the router host down. Figures (wall time, requests during the roll, the nodes' memory) are printed.
+
+Run under the node lock (about 6 minutes):
+    flock /run/llmops-nodes.lock .venv/bin/pytest -s tests/integration/test_router_rolling_on_nodes.py -m node
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+
+import pytest
+from _node_util import CALLBACKS, ROOT, VENV_BIN, sim_node
+
+pytestmark = pytest.mark.node
+
+REPLICAS = {"rr1": "10.213.0.111", "rr2": "10.213.0.112"}
+ROUTER, ROUTER_IP = "rr3", "10.213.0.113"
+ROUTER_PORT, METRICS_PORT, SERVER_PORT = 30080, 29000, 30000
+MODEL_NAME = "glm-5"  # inventories/sim/group_vars/gpu_servers/server.yml
+STAGES = ["playbooks/preflight.yml", "playbooks/model.yml", "playbooks/server.yml", "playbooks/router.yml"]
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+FIGURES: list[str] = []
+
+
+def ssh(key: str, ip: str, cmd: str, check: bool = True) -> str:
+    p = subprocess.run(
+        ["ssh", "-i", key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", f"root@{ip}", cmd],
+        check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if check and p.returncode != 0:
+        raise AssertionError(f"`{cmd}` on {ip} exited {p.returncode}: {p.stderr}")
+    return p.stdout
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess, seconds: float):
+        self.rc, self.stdout, self.stderr, self.seconds = proc.returncode, proc.stdout, proc.stderr, seconds
+        line = ([x for x in proc.stdout.splitlines() if x.startswith('{"plays"')] or [""])[-1]
+        self.doc = json.loads(line) if line else {"plays": []}
+
+    def results(self):
+        for play in self.doc["plays"]:
+            for task in play["tasks"]:
+                for host, res in task["hosts"].items():
+                    yield host, task["task"].split(" : ", 1)[-1], res
+
+    def changed(self):
+        return [(h, n) for h, n, r in self.results() if r.get("changed") and r.get("_it_status") == "ok"]
+
+    def why(self) -> str:
+        """What a failed run said: its failed tasks, else the end of its output (errors outside any task)."""
+        return str(self.failures() or (self.stdout[-1500:] + self.stderr[-1500:]))
+
+    def failures(self):
+        bad = ("failed", "unreachable")
+        return [(h, n, r.get("msg", "")) for h, n, r in self.results() if r.get("_it_status") in bad]
+
+
+class Fleet:
+    def __init__(self, key: str, inventory):
+        self.key, self.inventory = key, inventory
+
+    def playbook(self, playbooks, extra=None, timeout=600, env_extra=None) -> Run:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+        env.update(
+            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+            ANSIBLE_COLLECTIONS_PATH=str(ROOT),
+            ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS),
+            ANSIBLE_STDOUT_CALLBACK="it_json",
+            PATH=f"{VENV_BIN}:{env.get('PATH', '')}",
+            **(env_extra or {}),
+        )
+        cmd = [shutil.which("ansible-playbook", path=env["PATH"]), "-i", str(self.inventory)]
+        if extra:
+            cmd += ["-e", json.dumps(extra)]
+        cmd += [str(ROOT / pb) for pb in playbooks]
+        t0 = time.time()
+        proc = subprocess.run(
+            cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        return Run(proc, time.time() - t0)
+
+    def workers(self) -> dict[str, bool]:
+        with OPENER.open(f"http://{ROUTER_IP}:{ROUTER_PORT}/workers", timeout=10) as r:
+            return {w["url"]: w["is_healthy"] for w in json.loads(r.read())["workers"]}
+
+    def served_by_worker(self) -> Counter:
+        """The router's own Prometheus counter of successful requests per replica."""
+        with OPENER.open(f"http://{ROUTER_IP}:{METRICS_PORT}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        out = Counter()
+        for m in re.finditer(r'^smg_worker_cb_outcomes_total\{worker="([^"]+)",outcome="success"\} (\d+)', text, re.M):
+            out[m.group(1)] += int(m.group(2))
+        return out
+
+    def main_pid(self, ip: str) -> str:
+        return ssh(self.key, ip, "systemctl show sglang.service -p MainPID --value").strip()
+
+    def memory_mib(self) -> dict[str, int]:
+        """Resident memory of all processes of each node (each node is its own PID namespace)."""
+        cmd = "ps -eo rss= | awk '{s+=$1} END {print int(s/1024)}'"
+        ips = {**REPLICAS, ROUTER: ROUTER_IP}
+        return {n: int(ssh(self.key, ip, cmd).strip() or 0) for n, ip in ips.items()}
+
+
+URLS = {f"http://{ip}:{SERVER_PORT}" for ip in REPLICAS.values()}
+
+
+class ClientLoop:
+    """Chat requests through the router from 4 threads, each with its own prompt prefix (so cache-aware routing has
+    no shared prefix to stick to); stops at `limit` requests or `deadline` seconds, or when stop() is called."""
+
+    def __init__(self, limit: int, deadline: float):
+        self.limit, self.deadline = limit, deadline
+        self.codes: Counter = Counter()
+        self.errors: list[str] = []
+        self.sent = 0
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+
+    def _one(self) -> None:
+        body = {
+            "model": MODEL_NAME,
+            "messages": [{"role": "user", "content": f"{uuid.uuid4().hex} How far is the moon?"}],
+            "max_tokens": 8,
+        }
+        req = urllib.request.Request(
+            f"http://{ROUTER_IP}:{ROUTER_PORT}/v1/chat/completions",
+            json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )
+        try:
+            with OPENER.open(req, timeout=30) as r:
+                ok = r.status == 200 and json.loads(r.read())["choices"][0]["message"]["content"]
+                code = 200 if ok else f"{r.status} without text"
+        except urllib.error.HTTPError as e:
+            code = e.code
+            self.errors.append(f"{e.code}: {e.read()[:200]!r}")
+        except OSError as e:
+            code = type(e).__name__
+            self.errors.append(repr(e)[:200])
+        with self.lock:
+            self.codes[code] += 1
+
+    def _worker(self, end: float) -> None:
+        while not self.halt.is_set() and time.monotonic() < end:
+            with self.lock:
+                if self.sent >= self.limit:
+                    return
+                self.sent += 1
+            self._one()
+
+    def start(self) -> ClientLoop:
+        end = time.monotonic() + self.deadline
+        self.threads = [threading.Thread(target=self._worker, args=(end,), daemon=True) for _ in range(4)]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def stop(self) -> ClientLoop:
+        self.halt.set()
+        return self.join()
+
+    def join(self) -> ClientLoop:
+        for t in self.threads:
+            t.join(timeout=60)
+        return self
+
+    @property
+    def failed(self) -> int:
+        return sum(n for c, n in self.codes.items() if c != 200)
+
+
+@pytest.fixture(scope="module")
+def fleet(request, tmp_path_factory):
+    if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
+        pytest.skip("node tests need root and systemd-nspawn")
+    work = tmp_path_factory.mktemp("rr")
+    t0 = time.time()
+    names = [*REPLICAS, ROUTER]
+
+    def finalize():
+        for name in names:
+            sim_node("down", name, check=False)
+        sim_node("teardown", check=False)  # never --all: other engineers' nodes stay up
+        print("\n" + "\n".join(FIGURES) + f"\nmodule wall time {time.time() - t0:.0f} s")
+
+    request.addfinalizer(finalize)
+    sim_node("mirrors", "up", timeout=900)
+    for name, ip in REPLICAS.items():
+        sim_node("down", name, check=False)
+        sim_node("up", name, ip, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", timeout=600)
+    sim_node("down", ROUTER, check=False)
+    sim_node("up", ROUTER, ROUTER_IP, "--profile", "none", timeout=600)
+    key = sim_node("ssh-key").stdout.strip()
+    inv = work / "inventory"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text(
+        json.dumps(
+            {
+                "all": {
+                    "vars": {
+                        "ansible_user": "root",
+                        "ansible_ssh_private_key_file": key,
+                        "ansible_python_interpreter": "/usr/bin/python3",
+                    },
+                    "children": {
+                        "gpu_servers": {
+                            "hosts": {n: {"ansible_host": ip} for n, ip in REPLICAS.items()},
+                            "vars": {
+                                "server_host": "0.0.0.0",
+                                # each request takes 50 ms of "decoding", so that drains have something to wait for
+                                "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.05"},
+                                "server_progress_interval": 5,
+                            },
+                        },
+                        "sglang_routers": {"hosts": {ROUTER: {"ansible_host": ROUTER_IP}}},
+                    },
+                }
+            }
+        )
+    )
+    (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+    f = Fleet(key, inv)
+    for ip in [*REPLICAS.values(), ROUTER_IP]:
+        ssh(key, ip, "systemctl is-system-running --wait || true")
+    # the stand-in in a venv on every node (harmless on the router host), as the server stage test does
+    prep = f.playbook(
+        ["tests/integration/server_prepare.yml"],
+        env_extra={"MOLECULE_PROJECT_DIRECTORY": str(ROOT), "MOLECULE_EPHEMERAL_DIRECTORY": str(work)},
+    )
+    assert prep.rc == 0, prep.stdout[-3000:] + prep.stderr[-3000:]
+    return f
+
+
+def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
+    run = fleet.playbook(STAGES)
+    assert run.rc == 0, run.why()
+    assert fleet.workers() == {u: True for u in URLS}
+    again = fleet.playbook(STAGES)
+    assert again.rc == 0 and again.changed() == [], (again.changed(), again.why())
+    FIGURES.append(f"stages to 2 healthy replicas behind the router: {run.seconds:.0f} s; re-run {again.seconds:.0f} s")
+    unit = ssh(fleet.key, ROUTER_IP, "systemctl cat sglang-router.service")
+    assert "--policy cache_aware" in unit.replace('"', "") and "--prometheus-port 29000" in unit.replace('"', "")
+    assert ssh(fleet.key, ROUTER_IP, "/opt/sglang-router/venv/bin/pip show sglang-router | sed -n 2p").strip() == (
+        "Version: 0.3.2"
+    )
+
+
+def test_the_router_spreads_a_client_loop_over_both_replicas(fleet):
+    before = fleet.served_by_worker()
+    loop = ClientLoop(limit=500, deadline=180).start().join()
+    after = fleet.served_by_worker()
+    per_replica = {u: after[u] - before[u] for u in URLS}
+    assert loop.codes == {200: 500}, (loop.codes, loop.errors[:5])
+    assert sum(per_replica.values()) == 500, per_replica
+    assert min(per_replica.values()) >= 50, f"one replica got almost nothing: {per_replica}"
+    FIGURES.append(f"client loop of 500 requests through the router: per replica {per_replica}")
+
+
+def test_a_rolling_restart_under_load_fails_no_request(fleet):
+    pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
+    before = fleet.served_by_worker()
+    loop = ClientLoop(limit=20000, deadline=600).start()
+    time.sleep(2)
+    run = fleet.playbook(["playbooks/rolling_restart.yml"])
+    loop.stop()
+    after = fleet.served_by_worker()
+    assert run.rc == 0, run.why()
+    assert all(fleet.main_pid(ip) != pid for ip, pid in pids.items()), "a replica was not restarted"
+    assert fleet.workers() == {u: True for u in URLS}
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    served = {u: after[u] - before[u] for u in URLS}
+    assert all(n > 0 for n in served.values()), served
+    FIGURES.append(
+        f"rolling restart of 2 replicas under the loop: {run.seconds:.0f} s, {loop.codes[200]} requests served "
+        f"during it, {loop.failed} failed; per replica {served}; memory (MiB RSS) {fleet.memory_mib()}"
+    )
+
+
+def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
+    pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
+    loop = ClientLoop(limit=20000, deadline=600).start()
+    time.sleep(2)
+    run = fleet.playbook(["playbooks/server.yml"], {"server_mem_fraction_static": 0.87})
+    loop.stop()
+    assert run.rc == 0, run.why()
+    assert all(fleet.main_pid(ip) != pid for ip, pid in pids.items()), "a replica was not restarted"
+    drained = [n for h, n, r in run.results() if n.startswith("Report the drain") and r.get("_it_status") == "ok"]
+    assert len(drained) == 2, drained
+    assert fleet.workers() == {u: True for u in URLS}
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    FIGURES.append(
+        f"server stage with a new --mem-fraction-static on the serving fleet: {run.seconds:.0f} s, "
+        f"{loop.codes[200]} requests served during it, {loop.failed} failed"
+    )
+
+
+def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_serving(fleet):
+    rr2 = REPLICAS["rr2"]
+    ssh(fleet.key, rr2, "mkdir -p /etc/sglang-sim && echo 'crash@weights_loading' > /etc/sglang-sim/fault")
+    try:
+        loop = ClientLoop(limit=20000, deadline=600).start()
+        run = fleet.playbook(["playbooks/rolling_restart.yml"])
+        loop.stop()
+        assert run.rc != 0
+        failures = run.failures()
+        assert [h for h, _, _ in failures] == ["rr2"], failures
+        assert "SGLang did not become ready" in failures[0][2], failures[0][2]
+        assert fleet.workers() == {f"http://{REPLICAS['rr1']}:{SERVER_PORT}": True}
+        assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+        assert ssh(fleet.key, rr2, "systemctl is-active sglang.service", check=False).strip() != "active"
+        FIGURES.append(
+            f"replica that does not come back: roll stopped after {run.seconds:.0f} s: {failures[0][2][:160]}"
+        )
+    finally:
+        ssh(fleet.key, rr2, "rm -f /etc/sglang-sim/fault")
+    repair = fleet.playbook(["playbooks/server.yml", "playbooks/router.yml"])
+    assert repair.rc == 0, repair.why()
+    assert fleet.workers() == {u: True for u in URLS}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"router_policy": "fastest"},
+            "rr3: nothing was changed. Expected router_policy to be one of cache_aware, round_robin, random, "
+            "power_of_two; found 'fastest'. Set it to cache_aware (the default) or another of these.",
+        ),
+        (
+            {"router_prometheus_port": 30080},
+            "rr3: nothing was changed. Expected router_prometheus_port to differ from router_port; found both 30080. "
+            "Set router_prometheus_port to another port such as 29000.",
+        ),
+        (
+            {"router_drain_timeout": 0},
+            "rr3: nothing was changed. Expected router_drain_timeout >= 1; found 0. Set it to seconds, e.g. 300.",
+        ),
+    ],
+    ids=["unknown policy", "metrics port equals the router port", "zero drain timeout"],
+)
+def test_bad_router_input_is_refused_in_one_line_before_any_change(fleet, extra, message):
+    unit = ssh(fleet.key, ROUTER_IP, "sha256sum /etc/systemd/system/sglang-router.service /etc/sglang-router/*")
+    pid = ssh(fleet.key, ROUTER_IP, "systemctl show sglang-router.service -p MainPID --value")
+    run = fleet.playbook(["playbooks/router.yml"], extra)
+    assert run.rc != 0
+    assert [(h, m) for h, _, m in run.failures()] == [("rr3", message)]
+    assert "Traceback" not in run.stdout + run.stderr
+    assert ssh(fleet.key, ROUTER_IP, "sha256sum /etc/systemd/system/sglang-router.service /etc/sglang-router/*") == unit
+    assert ssh(fleet.key, ROUTER_IP, "systemctl show sglang-router.service -p MainPID --value") == pid
+
+
+def test_the_router_host_down_is_diagnosed_and_no_replica_is_touched(fleet):
+    pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
+    sim_node("down", ROUTER, check=False)
+    roll = fleet.playbook(["playbooks/rolling_restart.yml"], {"router_connect_timeout": 5})
+    assert roll.rc != 0
+    msgs = [m for _, _, m in roll.failures()]
+    assert any(m.startswith(f"The router on {ROUTER} ({ROUTER_IP}) does not answer") for m in msgs), msgs
+    assert any("no replica was restarted or taken out of the router" in m for m in msgs), msgs
+    assert {ip: fleet.main_pid(ip) for ip in REPLICAS.values()} == pids
+    stage = fleet.playbook(["playbooks/router.yml"], {"router_connect_timeout": 5})
+    assert stage.rc != 0
+    msgs = [m for _, _, m in stage.failures()]
+    assert any(m.startswith(f"The router host {ROUTER} ({ROUTER_IP}) does not answer over SSH") for m in msgs), msgs
+    for ip in REPLICAS.values():  # the replicas keep serving directly
+        with OPENER.open(f"http://{ip}:{SERVER_PORT}/health", timeout=10) as r:
+            assert r.status == 200
+    FIGURES.append(f"router host down: roll refused in {roll.seconds:.0f} s, router stage in {stage.seconds:.0f} s")
