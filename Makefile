@@ -1,6 +1,6 @@
 # llmops.sglang — every entry point a developer, CI or a user needs.
 #   make demo    set up, boot a simulated 8 x RTX PRO 6000 node, run site.yml on it, show the result
-#   make test    set up, lint, ansible-test sanity, unit tests, molecule scenarios (what .ci/run runs)
+#   make test    set up, lint, ansible-test sanity, then node tests beside unit tests + molecule (what .ci/run runs)
 #   make quick   lint + unit tests only (seconds; for iterating)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -70,8 +70,7 @@ test: setup
 	@t0=$$SECONDS; \
 	$(MAKE) --no-print-directory lint; \
 	$(MAKE) --no-print-directory sanity; \
-	bash scripts/pytest-run tests; \
-	$(MAKE) --no-print-directory molecule; \
+	bash scripts/test-streams; \
 	echo "make test: passed in $$((SECONDS - t0)) s (after setup)"
 
 demo: setup

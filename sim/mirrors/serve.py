@@ -37,8 +37,9 @@ TEXT_NAMES = {"Release", "InRelease", "Packages", "HEAD", "info/refs", "objects/
 
 class Faults:
     """Fault rules: {"match": glob on the request path, "action": "drop"|"slow"|"status", "times": N or null,
-    "methods": [..] (optional), "after_bytes" | "at_offset" (drop), "bytes_per_sec" (slow), "status" and "headers"
-    (status, e.g. {"Retry-After": "1"})}."""
+    "methods": [..] (optional), "client": "10.213.0.61" (optional: only requests from this address, so a test's
+    fault never hits another test's node sharing the mirrors), "after_bytes" | "at_offset" (drop), "bytes_per_sec"
+    (slow), "status" and "headers" (status, e.g. {"Retry-After": "1"})}."""
 
     def __init__(self, path=None):
         self.path = Path(path) if path else None
@@ -81,14 +82,16 @@ class Faults:
             self._reload()
             return self.file_rules + self.posted
 
-    def take(self, path, method, actions):
-        """The first live rule for this request among actions; counts one use."""
+    def take(self, path, method, actions, client=None):
+        """The first live rule for this request (from address `client`) among actions; counts one use."""
         with self.lock:
             self._reload()
             for r in self.file_rules + self.posted:
                 if r["action"] not in actions or not fnmatch.fnmatchcase(path, r["match"]):
                     continue
                 if r.get("methods") and method not in r["methods"]:
+                    continue
+                if r.get("client") and r["client"] != client:
                     continue
                 if r.get("times") is not None and r["used"] >= r["times"]:
                     continue
@@ -153,6 +156,7 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "time": round(self.t0, 3),
                 "listener": self.server.name,
+                "client": self.client_address[0],
                 "method": self.command,
                 "path": url.path,
                 "query": url.query,
@@ -216,8 +220,8 @@ class Handler(BaseHTTPRequestHandler):
             return None
         mirror = self.server.mirror
         req_path = urlsplit(self.path).path
-        drop = mirror.faults.take(req_path, self.command, ("drop",))
-        slow = mirror.faults.take(req_path, self.command, ("slow",))
+        drop = mirror.faults.take(req_path, self.command, ("drop",), self.client_address[0])
+        slow = mirror.faults.take(req_path, self.command, ("slow",), self.client_address[0])
         limit = None
         if drop:
             self.fault = {"action": "drop", "match": drop["match"]}
@@ -266,7 +270,7 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/_sim/"):
                 return self._control(path)
             mirror = self.server.mirror
-            fault = mirror.faults.take(path, self.command, ("status",))
+            fault = mirror.faults.take(path, self.command, ("status",), self.client_address[0])
             if fault:
                 self.fault = {"action": "status", "match": fault["match"]}
                 return self.send_body(int(fault.get("status", 503)), b"simulated failure\n", fault.get("headers"))

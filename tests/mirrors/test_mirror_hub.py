@@ -201,6 +201,21 @@ def test_status_and_slow_faults(server):
     assert time.monotonic() - t0 < 0.3
 
 
+def test_a_fault_for_one_client_spares_the_others_and_the_log_names_the_client(server):
+    # make test runs molecule beside the node tests, both on the one mirror server: a test's fault names its node.
+    path = "/nvidia/compute/cuda/repos/debian12/x86_64/Packages"
+    control(server, "requests", "DELETE")
+    control(server, "faults", "POST", [{"match": path, "action": "status", "status": 503, "client": "127.0.0.2"}])
+    try:
+        assert http(server["base"] + path)[0] == 200  # this test's requests come from 127.0.0.1
+        control(server, "faults", "POST", [{"match": path, "action": "status", "status": 503, "client": "127.0.0.1"}])
+        assert http(server["base"] + path)[0] == 503
+    finally:
+        control(server, "faults", "DELETE")
+    log = [r for r in control(server, "requests") if r["path"] == path]
+    assert [(r["client"], r["status"]) for r in log] == [("127.0.0.1", 200), ("127.0.0.1", 503)]
+
+
 def test_hf_download_cli_gets_every_file_through_the_storage_redirect(built, server, tmp_path):
     control(server, "requests", "DELETE")
     env = clean_env(
