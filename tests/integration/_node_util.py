@@ -82,36 +82,57 @@ def ssh_key() -> str:
 
 
 @contextlib.contextmanager
-def booted(name: str, ip: str, *, profile: str = "rtx-pro-6000-x8", driver: str = "580.95.05", mirrors: bool = False):
-    """Boot one simulated node for a test module and power off exactly that node afterwards, also on failure.
+def booted_nodes(nodes: dict[str, tuple[str, str]], *, driver: str = "580.95.05", mirrors: bool = False):
+    """Boot simulated nodes ({name: (ip, GPU profile)}) for a test module and power off exactly those nodes
+    afterwards, also on failure.
 
     A node of ours left by an interrupted run is powered off first (it would keep its old state). ``mirrors``: serve
-    the local mirrors on the bridge first. The teardown is never --all: other engineers' nodes stay up.
+    the local mirrors on the bridge first. The teardown is never --all: other engineers' nodes stay up (and under
+    make test's other stream, `sim/node hold` keeps the mirrors up).
     """
-    sim_node("down", name, check=False)
+    for name in nodes:
+        sim_node("down", name, check=False)
     try:
         if mirrors:
-            sim_node("mirrors", "up", timeout=600)
-        up = sim_node("up", name, ip, "--profile", profile, "--driver", driver, check=False, timeout=600)
-        assert up.returncode == 0, f"sim/node up {name} {ip} failed:\n{up.stderr}"
+            sim_node("mirrors", "up", timeout=900)
+        for name, (ip, profile) in nodes.items():
+            up = sim_node("up", name, ip, "--profile", profile, "--driver", driver, check=False, timeout=600)
+            assert up.returncode == 0, f"sim/node up {name} {ip} failed:\n{up.stderr}"
         yield
     finally:
-        sim_node("down", name, check=False)
+        for name in nodes:
+            sim_node("down", name, check=False)
         sim_node("teardown", check=False)
 
 
-def one_host_inventory(directory: Path, name: str, ip: str) -> Path:
-    """``directory``/hosts.yml naming one node in gpu_servers, with the simulation inventory's group_vars beside it
-    (the same stage variables as make demo and the molecule scenarios); returns ``directory``."""
+def booted(name: str, ip: str, *, profile: str = "rtx-pro-6000-x8", driver: str = "580.95.05", mirrors: bool = False):
+    """One node: booted_nodes({name: (ip, profile)})."""
+    return booted_nodes({name: (ip, profile)}, driver=driver, mirrors=mirrors)
+
+
+def fleet_inventory(directory: Path, groups: dict[str, dict], *, sim_group_vars: bool = True) -> Path:
+    """``directory``/hosts.yml with the given groups ({group: {"hosts": {name: ip}, "vars": {...}}}) and root over
+    SSH with the nodes' key; with ``sim_group_vars`` the simulation inventory's group_vars beside it (the same stage
+    variables as make demo and the molecule scenarios). Returns ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "hosts.yml").write_text(
-        "all:\n  vars:\n    ansible_user: root\n"
-        f"    ansible_ssh_private_key_file: {ssh_key()}\n"
-        "    ansible_python_interpreter: /usr/bin/python3\n"
-        f"  children:\n    gpu_servers:\n      hosts:\n        {name}:\n          ansible_host: {ip}\n"
-    )
-    (directory / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+    children = {
+        group: {
+            "hosts": {n: {"ansible_host": ip} for n, ip in g["hosts"].items()},
+            **({"vars": g["vars"]} if g.get("vars") else {}),
+        }
+        for group, g in groups.items()
+    }
+    common = {"ansible_user": "root", "ansible_ssh_private_key_file": ssh_key()}
+    common["ansible_python_interpreter"] = "/usr/bin/python3"
+    (directory / "hosts.yml").write_text(json.dumps({"all": {"vars": common, "children": children}}, indent=1))
+    if sim_group_vars:
+        (directory / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
     return directory
+
+
+def one_host_inventory(directory: Path, name: str, ip: str) -> Path:
+    """fleet_inventory with one node in gpu_servers."""
+    return fleet_inventory(directory, {"gpu_servers": {"hosts": {name: ip}}})
 
 
 def stage_env() -> dict[str, str]:

@@ -11,6 +11,7 @@ Environment: FL_NODE_PREFIX (default fl), FL_NODE_BASE (default 71: addresses 10
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, Node, sim_node, ssh_key
+from _node_util import ROOT, VENV_BIN, Node, booted_nodes, fleet_inventory, ssh_key
 
 pytestmark = pytest.mark.node
 
@@ -39,7 +40,7 @@ MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def fleet(request, tmp_path_factory):
+def fleet(tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
         pytest.skip("node tests need root and systemd-nspawn")
     assert re.fullmatch(r"[a-z]{2}[a-z0-9-]{0,8}", PREFIX) and 70 < BASE < 96
@@ -68,27 +69,17 @@ def fleet(request, tmp_path_factory):
         timeout=300,
     )
     control = Path(f"/tmp/fl-ssh-{os.getpid()}")  # ssh ControlMaster sockets (short path: sun_path limit)
-    state = {"hub": None, "nodes": {}}
+    with booted_nodes({name: (ip, "none") for name, ip in HOSTS.items()}), contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, control, ignore_errors=True)
+        control.mkdir(exist_ok=True)
+        nodes = {ip: Node(name, ip, ssh_key(), control) for name, ip in HOSTS.items()}
+        for node in nodes.values():
+            cleanup.callback(node.close)
+        yield served_fleet(work, out, nodes, cleanup)
 
-    def finalize():
-        for node in state["nodes"].values():
-            node.close()
-        shutil.rmtree(control, ignore_errors=True)
-        if state["hub"] is not None:
-            state["hub"].send_signal(signal.SIGTERM)
-            state["hub"].wait(15)
-        for name in HOSTS:
-            sim_node("down", name, check=False)
-        sim_node("teardown", check=False)  # never --all: other engineers' nodes stay up
 
-    request.addfinalizer(finalize)
-    for name, ip in HOSTS.items():
-        if name in sim_node("list", check=False).stdout.split():
-            sim_node("down", name, check=False)
-        sim_node("up", name, ip, "--profile", "none", timeout=600)
-    key = ssh_key()
-    control.mkdir(exist_ok=True)
-    nodes = state["nodes"] = {ip: Node(name, ip, key, control) for name, ip in HOSTS.items()}
+def served_fleet(work, out, nodes, cleanup) -> dict:
+    """The hub stand-in on the bridge (stopped by ``cleanup``) and the inventory of the booted nodes."""
     hub = subprocess.Popen(
         [
             sys.executable,
@@ -109,23 +100,11 @@ def fleet(request, tmp_path_factory):
         stdout=subprocess.PIPE,
         text=True,
     )
-    state["hub"] = hub
+    cleanup.callback(hub.wait, 15)
+    cleanup.callback(hub.send_signal, signal.SIGTERM)
     urls = json.loads(hub.stdout.readline())
-    inv = work / "hosts.yml"
-    inv.write_text(
-        json.dumps(
-            {
-                "all": {
-                    "vars": {
-                        "ansible_user": "root",
-                        "ansible_ssh_private_key_file": key,
-                        "ansible_python_interpreter": "/usr/bin/python3",
-                    },
-                    "children": {"gpu_servers": {"hosts": {n: {"ansible_host": ip} for n, ip in HOSTS.items()}}},
-                }
-            }
-        )
-    )
+    # its own stage variables (no sim group_vars): the model role alone, against this hub
+    inv = fleet_inventory(work / "inventory", {"gpu_servers": {"hosts": HOSTS}}, sim_group_vars=False) / "hosts.yml"
     meta = json.loads((out / "hub" / REPO / "repo.json").read_text())
     files = meta["commits"][meta["refs"]["main"]]["files"]
     for node in nodes.values():

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _node_util import CALLBACKS, MAKE_MODEL, ROOT, VENV_BIN, sim_node
+from _node_util import CALLBACKS, MAKE_MODEL, ROOT, VENV_BIN, booted_nodes, fleet_inventory, ssh_key
 
 pytestmark = pytest.mark.node
 
@@ -133,52 +133,29 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def pair(request, tmp_path_factory):
+def pair(tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
         pytest.skip("node tests need root and systemd-nspawn")
     assert re.fullmatch(r"[a-z]{2}[a-z0-9-]{0,8}", PREFIX) and 80 < BASE < 99
     work = tmp_path_factory.mktemp("mn")
+    with booted_nodes({name: (ip, "rtx-pro-6000-x8") for name, ip in HOSTS.items()}):
+        yield prepared_pair(work)
 
-    def finalize():
-        for name in HOSTS:
-            sim_node("down", name, check=False)
-        sim_node("teardown", check=False)  # never --all: other engineers' nodes stay up
 
-    request.addfinalizer(finalize)
-    for name, ip in HOSTS.items():
-        if name in sim_node("list", check=False).stdout.split():
-            sim_node("down", name, check=False)
-        sim_node("up", name, ip, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", timeout=600)
-    key = sim_node("ssh-key").stdout.strip()
+def prepared_pair(work):
+    key = ssh_key()
     subprocess.run([sys.executable, str(MAKE_MODEL), "glm5-nvfp4", str(work / "glm5")], check=True, capture_output=True)
-    inv = work / "inventory"
-    inv.mkdir()
-    (inv / "hosts.yml").write_text(
-        json.dumps(
-            {
-                "all": {
-                    "vars": {
-                        "ansible_user": "root",
-                        "ansible_ssh_private_key_file": key,
-                        "ansible_python_interpreter": "/usr/bin/python3",
-                    },
-                    "children": {
-                        "gpu_servers": {
-                            "hosts": {name: {"ansible_host": ip} for name, ip in HOSTS.items()},
-                            # one replica across both hosts; a short distributed-init timeout for the fault cases
-                            "vars": {
-                                "server_replica": "tp16",
-                                "server_dist_timeout": DIST_TIMEOUT,
-                                "server_environment": {"SGLANG_SIM_TIME_SCALE": "0.2"},
-                                "server_nccl_socket_ifname": "eth0",
-                            },
-                        }
-                    },
-                }
-            }
-        )
-    )
-    (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+    # one replica across both hosts; a short distributed-init timeout for the fault cases
+    group = {
+        "hosts": HOSTS,
+        "vars": {
+            "server_replica": "tp16",
+            "server_dist_timeout": DIST_TIMEOUT,
+            "server_environment": {"SGLANG_SIM_TIME_SCALE": "0.2"},
+            "server_nccl_socket_ifname": "eth0",
+        },
+    }
+    inv = fleet_inventory(work / "inventory", {"gpu_servers": group})
     p = Pair(key, inv)
     prep = p.playbook(
         ["tests/integration/server_prepare.yml"],

@@ -26,7 +26,7 @@ import uuid
 from collections import Counter
 
 import pytest
-from _node_util import CALLBACKS, ROOT, VENV_BIN, sim_node
+from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, fleet_inventory, sim_node, ssh_key
 
 pytestmark = pytest.mark.node
 
@@ -191,55 +191,32 @@ class ClientLoop:
 
 
 @pytest.fixture(scope="module")
-def fleet(request, tmp_path_factory):
+def fleet(tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
         pytest.skip("node tests need root and systemd-nspawn")
     work = tmp_path_factory.mktemp("rr")
     t0 = time.time()
-    names = [*REPLICAS, ROUTER]
-
-    def finalize():
-        for name in names:
-            sim_node("down", name, check=False)
-        sim_node("teardown", check=False)  # never --all: other engineers' nodes stay up
+    nodes = {name: (ip, "rtx-pro-6000-x8") for name, ip in REPLICAS.items()} | {ROUTER: (ROUTER_IP, "none")}
+    try:
+        with booted_nodes(nodes, mirrors=True):
+            yield prepared_fleet(work)
+    finally:
         print("\n" + "\n".join(FIGURES) + f"\nmodule wall time {time.time() - t0:.0f} s")
 
-    request.addfinalizer(finalize)
-    sim_node("mirrors", "up", timeout=900)
-    for name, ip in REPLICAS.items():
-        sim_node("down", name, check=False)
-        sim_node("up", name, ip, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", timeout=600)
-    sim_node("down", ROUTER, check=False)
-    sim_node("up", ROUTER, ROUTER_IP, "--profile", "none", timeout=600)
-    key = sim_node("ssh-key").stdout.strip()
-    inv = work / "inventory"
-    inv.mkdir()
-    (inv / "hosts.yml").write_text(
-        json.dumps(
-            {
-                "all": {
-                    "vars": {
-                        "ansible_user": "root",
-                        "ansible_ssh_private_key_file": key,
-                        "ansible_python_interpreter": "/usr/bin/python3",
-                    },
-                    "children": {
-                        "gpu_servers": {
-                            "hosts": {n: {"ansible_host": ip} for n, ip in REPLICAS.items()},
-                            "vars": {
-                                "server_host": "0.0.0.0",
-                                # each request takes 50 ms of "decoding", so that drains have something to wait for
-                                "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.05"},
-                                "server_progress_interval": 5,
-                            },
-                        },
-                        "sglang_routers": {"hosts": {ROUTER: {"ansible_host": ROUTER_IP}}},
-                    },
-                }
-            }
-        )
-    )
-    (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+
+def prepared_fleet(work) -> Fleet:
+    key = ssh_key()
+    replicas = {
+        "hosts": REPLICAS,
+        "vars": {
+            "server_host": "0.0.0.0",
+            # each request takes 50 ms of "decoding", so that drains have something to wait for
+            "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.05"},
+            "server_progress_interval": 5,
+        },
+    }
+    groups = {"gpu_servers": replicas, "sglang_routers": {"hosts": {ROUTER: ROUTER_IP}}}
+    inv = fleet_inventory(work / "inventory", groups)
     f = Fleet(key, inv)
     for ip in [*REPLICAS.values(), ROUTER_IP]:
         ssh(key, ip, "systemctl is-system-running --wait || true")

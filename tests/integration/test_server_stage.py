@@ -21,7 +21,7 @@ import urllib.request
 import uuid
 
 import pytest
-from _node_util import CALLBACKS, ROOT, TIME_SCALE, VENV_BIN, sim_node
+from _node_util import CALLBACKS, ROOT, TIME_SCALE, VENV_BIN, booted, one_host_inventory, ssh_key
 
 pytestmark = pytest.mark.node
 
@@ -103,39 +103,18 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def node(request, tmp_path_factory):
+def node(tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
         pytest.skip("node tests need root and systemd-nspawn")
     assert re.fullmatch(r"sv[a-z0-9-]{0,10}", NODE) and re.fullmatch(r"10\.213\.0\.6[1-9]", IP)
     work = tmp_path_factory.mktemp("sv")
-    sim_node("mirrors", "up")
+    with booted(NODE, IP, mirrors=True):
+        yield prepared_node(work)
 
-    def finalize():
-        sim_node("down", NODE, check=False)
-        sim_node("teardown", check=False)  # never --all: other engineers' nodes stay up
 
-    request.addfinalizer(finalize)
-    if NODE in sim_node("list", check=False).stdout.split():
-        sim_node("down", NODE, check=False)
-    sim_node("up", NODE, IP, "--profile", "rtx-pro-6000-x8", "--driver", "580.95.05", timeout=600)
-    key = sim_node("ssh-key").stdout.strip()
-    inv = work / "inventory"
-    inv.mkdir()
-    (inv / "hosts.yml").write_text(
-        json.dumps(
-            {
-                "all": {
-                    "vars": {
-                        "ansible_user": "root",
-                        "ansible_ssh_private_key_file": key,
-                        "ansible_python_interpreter": "/usr/bin/python3",
-                    },
-                    "children": {"gpu_servers": {"hosts": {NODE: {"ansible_host": IP}}}},
-                }
-            }
-        )
-    )
-    (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+def prepared_node(work):
+    key = ssh_key()
+    inv = one_host_inventory(work / "inventory", NODE, IP)
     n = Node(key)
     n.inventory = inv
     n.work = work
