@@ -1,7 +1,8 @@
 """On a simulated node: the signed NVIDIA-style apt repo, the package index and the SGLang stand-in's
 pip install, all from the local mirrors on the bridge (no role involved: this proves the mirrors themselves).
 
-One node (mn1, 10.213.0.71, no driver) for the module; the finalizer powers off exactly that node.
+One node (mi1, 10.213.0.76, no driver; MI_NODE_NAME / MI_NODE_IP override it) for the module; the finalizer
+powers off exactly that node.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from _node_util import Node, sim_node, skip_reason
 
 pytestmark = pytest.mark.node
 
-NAME, IP = os.environ.get("MN_NODE_NAME", "mn1"), os.environ.get("MN_NODE_IP", "10.213.0.71")
+NAME, IP = os.environ.get("MI_NODE_NAME", "mi1"), os.environ.get("MI_NODE_IP", "10.213.0.76")
 REPO_PATH = "nvidia/compute/cuda/repos/debian12/x86_64"
 
 

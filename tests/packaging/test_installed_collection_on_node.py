@@ -2,13 +2,13 @@
 tagged always), from outside the repository with only the tarball-installed collection, brings a prepared simulated
 node to a ready SGLang.
 
-The node (pk1, 10.213.0.91, 8 x RTX PRO 6000, driver 580.95.05) is prepared the way
+The node (pk1, 10.213.0.95, 8 x RTX PRO 6000, driver 580.95.05) is prepared the way
 tests/integration/test_server_stage.py prepares its own, instead of the driver and build stages:
 tests/integration/server_prepare.yml (the service user, /opt/sglang/venv with the SGLang stand-in importable) and the
 GLM-5-like model from sim/models/make_model.py in server_model_path. The stage variables are the simulation
 inventory's (inventories/sim/group_vars).
 
-Environment: PK_NODE_NAME / PK_NODE_IP override the node (names pk*, addresses 10.213.0.91-99).
+Environment: PK_NODE_NAME / PK_NODE_IP override the node (names pk*, addresses 10.213.0.95-99).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from conftest import ROOT, clean_env, run, tool
 pytestmark = pytest.mark.node
 
 NODE = os.environ.get("PK_NODE_NAME", "pk1")
-IP = os.environ.get("PK_NODE_IP", "10.213.0.91")
+IP = os.environ.get("PK_NODE_IP", "10.213.0.95")
 SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
 SSH += ["-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"]
 MODEL_DIR = "/opt/models/GLM-5-NVFP4"  # server_model_path in inventories/sim/group_vars/gpu_servers/server.yml
@@ -62,7 +62,7 @@ class Node:
 def node(request, tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
         pytest.skip("node tests need root and systemd-nspawn")
-    assert re.fullmatch(r"pk[a-z0-9-]{0,10}", NODE) and re.fullmatch(r"10\.213\.0\.9[1-9]", IP)
+    assert re.fullmatch(r"pk[a-z0-9-]{0,10}", NODE) and re.fullmatch(r"10\.213\.0\.9[5-9]", IP)
     work = tmp_path_factory.mktemp("pk")
 
     def finalize():
