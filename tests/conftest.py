@@ -10,3 +10,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # make test's concurrent streams (scripts/test-streams) end a stream with SIGTERM when they are interrupted (a
+    # stream runs in its own session, so Ctrl-C does not reach it): as KeyboardInterrupt, pytest still runs the
+    # finalizers that power off the nodes this session booted.
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupted)
