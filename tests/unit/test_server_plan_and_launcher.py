@@ -125,3 +125,52 @@ def test_retry_after_the_reference_capture_oom_log_relaunches_at_092():
     ).as_dict()
     r = sglang_plan.retry_advice(attempt, p, 0.95)
     assert r["mem_fraction_static"] == 0.92 and r["cuda_graph_max_bs"] is None
+
+
+def test_launcher_dies_by_sglangs_own_sigkill_without_a_traceback_of_its_own(tmp_path):
+    # When a child fails, SGLang's launch_server ends its own process tree, itself included, with SIGKILL
+    # (sglang 0.5.9, srt/entrypoints/engine.py: launch_phase_sigquit_handler -> srt/utils/common.py:
+    # kill_process_tree -> itself.kill()). The launcher must die the same way and add nothing to the server's log:
+    # an "OSError: [Errno 22]" of its own there would be read as the server's last error.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pkg = tmp_path / "sglang"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch_server.py").write_text(
+        "import os, signal\n"
+        "print('Received sigquit from a child process. It usually means the child failed.', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    launcher = ROOT / "roles" / "server" / "files" / "sglang-launch"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env.pop("SGLANG_API_KEY", None)
+    p = subprocess.run(
+        [sys.executable, str(launcher), "--port", "1"], check=False, capture_output=True, text=True, env=env, timeout=60
+    )
+    assert p.returncode == -signal.SIGKILL, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout == "Received sigquit from a child process. It usually means the child failed.\n"
+    assert "Traceback" not in p.stderr + p.stdout and p.stderr == ""
+
+
+def test_launcher_passes_on_an_exit_code_and_a_forwarded_signal(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pkg = tmp_path / "sglang"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    launcher = ROOT / "roles" / "server" / "files" / "sglang-launch"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    (pkg / "launch_server.py").write_text("import sys\nsys.exit(3)\n")
+    assert subprocess.run([sys.executable, str(launcher)], check=False, env=env, timeout=60).returncode == 3
+    (pkg / "launch_server.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    p = subprocess.run(
+        [sys.executable, str(launcher)], check=False, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == -signal.SIGTERM and "Traceback" not in p.stderr
