@@ -9,6 +9,7 @@ standing in for the mirror server (teardown stops every process named in a *.pid
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def test_teardown_leaves_the_mirrors_up_while_a_holder_lives_and_stops_them_afte
     assert mirror.poll() is None and (state / "mirrors.pid").exists()
     assert sim_node(state, "release", str(holder.pid)).returncode == 0
     assert sim_node(state, "teardown").returncode == 0
-    assert mirror.wait(timeout=10) is not None and not (state / "mirrors.pid").exists()
+    assert mirror.wait(timeout=10) == -signal.SIGTERM and not (state / "mirrors.pid").exists()
 
 
 def test_a_holder_that_died_holds_nothing(world):
@@ -56,14 +57,14 @@ def test_a_holder_that_died_holds_nothing(world):
     holder.kill()
     holder.wait()
     assert sim_node(state, "teardown").returncode == 0
-    assert mirror.wait(timeout=10) is not None
+    assert mirror.wait(timeout=10) == -signal.SIGTERM
 
 
 def test_teardown_all_ignores_holds(world):
     state, mirror, holder = world
     assert sim_node(state, "hold", str(holder.pid)).returncode == 0
     assert sim_node(state, "teardown", "--all").returncode == 0
-    assert mirror.wait(timeout=10) is not None and not (state / "holds").exists()
+    assert mirror.wait(timeout=10) == -signal.SIGTERM and not (state / "holds").exists()
 
 
 @pytest.mark.parametrize("pid", ["", "abc", "999999999"])

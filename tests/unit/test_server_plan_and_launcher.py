@@ -2,12 +2,17 @@
 
 import importlib.machinery
 import importlib.util
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import plan
 from ansible_collections.llmops.sglang.plugins.modules import sglang_plan
 
 ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = ROOT / "roles" / "server" / "files" / "sglang-launch"
 GLM5 = ROOT / "tests" / "unit" / "fixtures" / "models" / "glm5-like"
 OOM = (
     "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.83 GiB. GPU 0 has a total "
@@ -16,8 +21,7 @@ OOM = (
 
 
 def _launcher():
-    path = ROOT / "roles" / "server" / "files" / "sglang-launch"
-    loader = importlib.machinery.SourceFileLoader("sglang_launch", str(path))
+    loader = importlib.machinery.SourceFileLoader("sglang_launch", str(LAUNCHER))
     spec = importlib.util.spec_from_loader("sglang_launch", loader)
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
@@ -93,8 +97,6 @@ def test_launcher_redacts_secrets_split_across_reads():
 
 
 def test_launcher_relay_keeps_whole_lines(tmp_path):
-    import os
-
     mod = _launcher()
     redact, longest = mod.redactor(["sk-secret-123"])
     r, w = os.pipe()
@@ -127,29 +129,30 @@ def test_retry_after_the_reference_capture_oom_log_relaunches_at_092():
     assert r["mem_fraction_static"] == 0.92 and r["cuda_graph_max_bs"] is None
 
 
+def _run_launcher(tmp_path, launch_server_source, *args):
+    """The real launcher over a stand-in `sglang.launch_server` module (tmp_path on PYTHONPATH), no API key."""
+    pkg = tmp_path / "sglang"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch_server.py").write_text(launch_server_source)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env.pop("SGLANG_API_KEY", None)
+    cmd = [sys.executable, str(LAUNCHER), *args]
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=60)
+
+
 def test_launcher_dies_by_sglangs_own_sigkill_without_a_traceback_of_its_own(tmp_path):
     # When a child fails, SGLang's launch_server ends its own process tree, itself included, with SIGKILL
     # (sglang 0.5.9, srt/entrypoints/engine.py: launch_phase_sigquit_handler -> srt/utils/common.py:
     # kill_process_tree -> itself.kill()). The launcher must die the same way and add nothing to the server's log:
     # an "OSError: [Errno 22]" of its own there would be read as the server's last error.
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    pkg = tmp_path / "sglang"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "launch_server.py").write_text(
+    p = _run_launcher(
+        tmp_path,
         "import os, signal\n"
         "print('Received sigquit from a child process. It usually means the child failed.', flush=True)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
-    )
-    launcher = ROOT / "roles" / "server" / "files" / "sglang-launch"
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    env.pop("SGLANG_API_KEY", None)
-    p = subprocess.run(
-        [sys.executable, str(launcher), "--port", "1"], check=False, capture_output=True, text=True, env=env, timeout=60
+        "os.kill(os.getpid(), signal.SIGKILL)\n",
+        "--port",
+        "1",
     )
     assert p.returncode == -signal.SIGKILL, (p.returncode, p.stdout, p.stderr)
     assert p.stdout == "Received sigquit from a child process. It usually means the child failed.\n"
@@ -157,20 +160,6 @@ def test_launcher_dies_by_sglangs_own_sigkill_without_a_traceback_of_its_own(tmp
 
 
 def test_launcher_passes_on_an_exit_code_and_a_forwarded_signal(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    pkg = tmp_path / "sglang"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    launcher = ROOT / "roles" / "server" / "files" / "sglang-launch"
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    (pkg / "launch_server.py").write_text("import sys\nsys.exit(3)\n")
-    assert subprocess.run([sys.executable, str(launcher)], check=False, env=env, timeout=60).returncode == 3
-    (pkg / "launch_server.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
-    p = subprocess.run(
-        [sys.executable, str(launcher)], check=False, env=env, capture_output=True, text=True, timeout=60
-    )
+    assert _run_launcher(tmp_path, "import sys\nsys.exit(3)\n").returncode == 3
+    p = _run_launcher(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
     assert p.returncode == -signal.SIGTERM and "Traceback" not in p.stderr
