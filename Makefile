@@ -63,8 +63,9 @@ unit: venv
 
 quick: lint unit
 
-molecule: setup
-	@for s in $(SCENARIOS); do echo "=== molecule scenario $$s ==="; molecule test -s "$$s" || exit 1; done
+molecule: setup ## every scenario, also after one failed; the failed ones are named at the end
+	@failed=(); for s in $(SCENARIOS); do echo "=== molecule scenario $$s ==="; molecule test -s "$$s" || failed+=("$$s"); done; \
+	if (( $${#failed[@]} )); then echo "molecule: FAILED scenarios: $${failed[*]}"; exit 1; fi
 
 test: setup
 	@t0=$$SECONDS; \
