@@ -63,7 +63,7 @@ def run_check(tmp_path: Path, port: int, expected: list[str] | None = None) -> s
 @pytest.fixture
 def ready_server(launch, models):
     s = launch(["--model-path", str(models["llama3-8b"]), "--enable-metrics", "--served-model-name", "llama-3-8b"])
-    assert s.wait_for(READY, timeout=30), s.log
+    assert s.wait_for(READY), s.log
     return s
 
 
@@ -84,7 +84,7 @@ def test_metrics_check_fails_and_names_a_wrong_metric(tmp_path, ready_server):
 
 def test_metrics_check_fails_when_metrics_are_off(tmp_path, launch, models):
     s = launch(["--model-path", str(models["llama3-8b"])])
-    assert s.wait_for(READY, timeout=30), s.log
+    assert s.wait_for(READY), s.log
     res = run_check(tmp_path, s.port)
     assert res.returncode != 0
     assert "found HTTP 404" in res.stdout + res.stderr

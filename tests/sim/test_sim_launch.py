@@ -6,10 +6,10 @@ import os
 import re
 import signal
 import socket
-import time
 
 import pytest
 from conftest import write_profile
+from events import sleeping, wait_until
 
 READY = "The server is fired up and ready to roll!"
 GLM = "glm5-nvfp4"
@@ -66,8 +66,7 @@ def test_calibration_088_ready(launch, models, fixed_tree):
     assert len(children) == 8
     os.kill(s.proc.pid, signal.SIGTERM)
     assert s.wait_exit() == 0
-    time.sleep(0.2)
-    assert s.session_alive() == []
+    s.wait_session_empty()
 
 
 def test_calibration_095_capture_oom(launch, models, fixed_tree):
@@ -92,8 +91,7 @@ def test_calibration_095_capture_oom(launch, models, fixed_tree):
     ) in log
     assert "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)" in log
     assert "Received sigquit from a child process. It usually means the child failed." in log
-    time.sleep(0.2)
-    assert s.session_alive() == []
+    s.wait_session_empty()
 
 
 def test_sm120_fix_absent_fails_in_warmup(launch, models):
@@ -251,19 +249,19 @@ def test_fault_hang_then_kill_rank_during_launch(launch, models):
         profile="h100-80gb-x8.json",
         env={"SGLANG_SIM_FAULT": "hang@memory_pool_ready"},
     )
-    assert s.wait_for("Memory pool end.")
-    time.sleep(0.5)
-    assert s.proc.poll() is None  # hung, alive, silent
-    assert "Capture cuda graph begin" not in s.log
+    # the event: every rank logged its pool and sleeps in the hang (not a guess of how long a hang must last)
+    wait_until(lambda: len(re.findall(r"TP\d\] Memory pool end\.", s.log)) == 4, "4 ranks at Memory pool end")
     children = s.children()
     assert len(children) == 4
+    wait_until(lambda: all(sleeping(pid) for pid in children), "every rank to sleep in hang@memory_pool_ready")
+    assert s.proc.poll() is None  # hung, alive, silent
+    assert "Capture cuda graph begin" not in s.log
     os.kill(children[3], signal.SIGKILL)
     assert s.wait_exit() == 1
     log = s.log
     assert "Rank 3 scheduler is dead. Please check if there are relevant logs." in log
     assert "Exit code: -9" in log
-    time.sleep(0.2)
-    assert s.session_alive() == []
+    s.wait_session_empty()
 
 
 def test_kill_rank_after_launch(launch, models):
@@ -272,8 +270,7 @@ def test_kill_rank_after_launch(launch, models):
     os.kill(s.children()[1], signal.SIGKILL)
     assert s.wait_exit() != 0
     assert "SIGQUIT received. signum=None, frame=None. It usually means one child failed." in s.log
-    time.sleep(0.2)
-    assert s.session_alive() == []
+    s.wait_session_empty()
 
 
 def test_memory_used_by_other_processes(launch, models, tmp_path):

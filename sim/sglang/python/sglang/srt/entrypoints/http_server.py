@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sglang.srt.entrypoints import engine
 from sglang.srt.metrics.collector import TokenizerMetrics, metrics_text
-from sglang.srt.sim_faults import FaultInjector
+from sglang.srt.sim_faults import FaultInjector, hold_while
 from sglang.srt.utils.common import CHILD_PROCESSES, get_exception_traceback, kill_process_tree, sim_sleep
 from sglang.version import __version__
 
@@ -126,8 +126,11 @@ class TokenizerManager:
         try:
             answered = self._roundtrip({"type": "generate", "rid": rid, "input_len": input_len}, None)
             if answered:
-                # Decoding time of one request (real seconds, default none), so that in-flight requests are visible.
+                # Decoding time of one request (real seconds, default none), so that in-flight requests are visible;
+                # SGLANG_SIM_REQUEST_HOLD=PATH: every request also waits while PATH exists (a test's event)
                 time.sleep(float(os.environ.get("SGLANG_SIM_REQUEST_SECONDS") or 0))
+                if os.environ.get("SGLANG_SIM_REQUEST_HOLD"):
+                    hold_while(os.environ["SGLANG_SIM_REQUEST_HOLD"])
         finally:
             with self.inflight_lock:
                 self.inflight.pop(rid, None)
