@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,17 +43,6 @@ def start_module(args):
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=ROOT)
     proc.args_file = path
     return proc
-
-
-def wait_for(predicate, timeout, what):
-    """Poll ``predicate`` every 50 ms for at most ``timeout`` seconds (bounded); its value or AssertionError."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def segment_state(dest, rel):
