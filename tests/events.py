@@ -22,15 +22,16 @@ GUARD = 300.0
 _SLEEP_SYSCALLS = {"x86_64": {230, 35, 23, 270}, "aarch64": {115, 101, 72}}
 
 
-def wait_until(predicate, what: str, limit: float = GUARD, interval: float = 0.02):
-    """Poll ``predicate()`` until it returns something true and return that; AssertionError after ``limit`` s."""
+def wait_until(predicate, what, limit: float = GUARD, interval: float = 0.02):
+    """Poll ``predicate()`` until it returns something true and return that; AssertionError after ``limit`` s.
+    ``what`` names the event (a string, or a callable giving it, evaluated only on failure)."""
     end = time.monotonic() + limit
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > end:
-            raise AssertionError(f"waited {limit:.0f} s (a hang guard) for {what}")
+            raise AssertionError(f"waited {limit:.0f} s (a hang guard) for {what() if callable(what) else what}")
         time.sleep(interval)
 
 

@@ -27,9 +27,16 @@ from _node_util import (
 
 pytestmark = pytest.mark.node
 
-FAIL_FAST = 2.0  # seconds from the failure event to the module's decision (the fail-fast bound)
+# How fast the module decides is a figure (printed here, measured in `make bench`: tests/bench/bench_readiness.py),
+# not a bound of these tests: a loaded machine delays a decision without making it wrong. What they assert is that
+# the module decided from the event itself - after it, and before anything else could have ended the wait: the stall
+# rule (stall_timeout, 20 s in params()) or the timeout. The fake-clock unit tests (tests/unit/test_sglang_server.py,
+# test_sglang_wait.py) pin the exact arithmetic: decided at the first poll after the line, stalled one stall_timeout
+# after the last line.
+STALL = 20
 KV_TOKENS = 425664
 READY_TEXT = "The server is fired up and ready to roll!"
+HOLD = "/run/it-hold-weights"
 
 
 def params(**extra) -> dict:
@@ -38,7 +45,7 @@ def params(**extra) -> dict:
         "state": "restarted",
         "log_path": LOG,
         "timeout": 90,
-        "stall_timeout": 20,
+        "stall_timeout": STALL,
     }
     p.update(extra)
     return p
@@ -65,7 +72,7 @@ def check_failure(node, run, case: str, outcome: str, pattern: str) -> float:
     delay = run.decided - event
     print(f"\n{case}: outcome {res['outcome']} {delay:.2f} s after `{line.strip()[:100]}`")
     record(case, res["outcome"], delay, res["_it_received"] - event, line.strip()[:60])
-    assert -0.05 <= delay <= FAIL_FAST, f"{case}: the module decided {delay:.2f} s after the event ({line!r})"
+    assert -0.05 <= delay < STALL, f"{case}: the module decided {delay:.2f} s after the event ({line!r})"
     return delay
 
 
@@ -152,17 +159,19 @@ def test_hang_is_stalled(case_node, tmp_path):
         res["_it_received"] - last - stall,
         f"last line + {stall} s (decided {delay:.2f} s after the last line)",
     )
-    assert stall - 0.05 <= delay <= stall + FAIL_FAST
+    assert stall - 0.05 <= delay < 90 - stall  # the stall rule, after the last line; long before the timeout (90 s)
     assert node.unit_state()["ActiveState"] == "active"  # hung, not dead: only the stall rule could catch it
 
 
 def test_killed_rank_during_load(case_node, tmp_path):
     node = case_node
-    # all ranks sit 4 real seconds in weight loading: the window in which rank 3 is killed
-    node.configure(env={"SGLANG_SIM_FAULT": "delay@weights_loading seconds=4"})
+    # all ranks are held in weight loading while the hold file exists (fault knob): rank 3 is killed there, however
+    # long the machine takes to get that far; the file goes when the test ends
+    node.run(f"touch {HOLD}")
+    node.configure(env={"SGLANG_SIM_FAULT": f"hold@weights_loading file={HOLD}"})
     off = node.log_size()
     killer = f"""
-for i in $(seq 1 400); do
+for i in $(seq 1 6000); do  # a hang guard (300 s): it ends at the line
   main=$(systemctl show -p MainPID --value {UNIT})
   if [ "$main" != 0 ] && tail -c +{off + 1} {LOG} | grep -q 'TP3\\] Load weight begin'; then
     child=$(pgrep -P "$main" | sort -n | sed -n 4p)
@@ -176,14 +185,15 @@ exit 2
     out: dict = {}
 
     def kill_in_background():
-        out["p"] = node.run(killer, check=False, timeout=60)
+        out["p"] = node.run(killer, check=False, timeout=400)
 
     th = threading.Thread(target=kill_in_background)
     th.start()
     try:
         run = run_sglang_server(node, tmp_path, params())
     finally:
-        th.join(timeout=60)
+        th.join(timeout=400)
+        node.run(f"rm -f {HOLD}")
     p = out.get("p")
     assert p is not None and p.returncode == 0, f"the background kill did not happen: {p and p.stderr}"
     killed_at, pid = p.stdout.decode().split()
@@ -199,7 +209,7 @@ exit 2
         res["_it_received"] - float(killed_at),
         f"kill -9 {pid} (time taken on the node just before the kill)",
     )
-    assert 0 <= delay <= FAIL_FAST
+    assert 0 <= delay < STALL
 
 
 def test_port_in_use(case_node, tmp_path):
@@ -277,7 +287,7 @@ def test_hang_is_stalled_when_waiting_in_slices(case_node, tmp_path):
         res["_it_received"] - last - stall,
         f"last line + {stall} s, {res['attempts']} attempts",
     )
-    assert stall - 0.05 <= delay <= stall + FAIL_FAST
+    assert stall - 0.05 <= delay < 40 - stall  # the stall rule, not the timeout (40 s), though re-read every slice
 
 
 def test_ready_from_the_journal_in_slices(case_node, tmp_path):
