@@ -52,6 +52,7 @@ $(VENV)/.installed: requirements.txt
 	@echo "setup: $(VENV) ready ($$($(BIN)/ansible --version | head -1), $$($(BIN)/python --version))"
 
 lint: venv
+	python scripts/license-check.py
 	python scripts/role-docs.py --check
 	yamllint -s .
 	ansible-lint

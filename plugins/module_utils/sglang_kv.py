@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """SGLang's KV-cache cell: bytes per token per rank of the pool, by attention family, dtype, TP/PP and release.
 Standard library only (Ansible module_util and bin/sglang-plan); docs/memory.md has the table."""
 

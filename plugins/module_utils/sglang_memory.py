@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """SGLang's GPU memory arithmetic: KV-pool size, default mem_fraction_static, CUDA-graph headroom.
 
 This is the one place in the collection that knows how SGLang splits a GPU's memory. Pure functions and dataclasses,

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """Which SGLang, and what it does by default, release by release: version parsing, the default
 --mem-fraction-static and its reserves, chunked-prefill and CUDA-graph defaults, the captured batch sizes.
 Every rule cites the release source it was read from (docs/memory.md). Standard library only."""

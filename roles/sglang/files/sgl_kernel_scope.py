@@ -1,3 +1,5 @@
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 """Scope sgl-kernel's CMake build to the fleet's GPUs, and point its GitHub downloads at a mirror.
 
 Run by the llmops.sglang.sglang role on the builder, in the checkout, before the sgl-kernel build:
