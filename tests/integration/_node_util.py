@@ -311,12 +311,12 @@ class ModuleRun:
         return self.launch + self.result["elapsed"]
 
 
-def run_sglang_server(node: Node, tmp_path: Path, params: dict, *, timeout: float = 120) -> ModuleRun:
+def run_sglang_server(node: Node, tmp_path: Path, params: dict, *, timeout: float = 600) -> ModuleRun:
     """Run llmops.sglang.sglang_server against ``node`` through ansible-playbook; returns the parsed task result."""
     return run_playbook(node, tmp_path, [{"name": "sglang_server", "llmops.sglang.sglang_server": params}], timeout)
 
 
-def run_playbook(node: Node, tmp_path: Path, tasks: list[dict], timeout: float = 120) -> ModuleRun:
+def run_playbook(node: Node, tmp_path: Path, tasks: list[dict], timeout: float = 600) -> ModuleRun:
     """Run ``tasks`` on ``node``; returns the result of the last task that produced one for the node."""
     inv = tmp_path / "inventory.ini"
     inv.write_text(

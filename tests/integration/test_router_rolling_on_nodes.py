@@ -159,7 +159,7 @@ class ClientLoop:
             {"Content-Type": "application/json"},
         )
         try:
-            with OPENER.open(req, timeout=30) as r:
+            with OPENER.open(req, timeout=120) as r:  # a hang guard: an answer takes well under a second
                 ok = r.status == 200 and json.loads(r.read())["choices"][0]["message"]["content"]
                 code = 200 if ok else f"{r.status} without text"
         except urllib.error.HTTPError as e:

@@ -22,7 +22,7 @@ OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 HOLD = "/run/it-hold-warmup"
 
 
-def get(url: str, timeout: float = 2.0) -> tuple[int | None, bytes]:
+def get(url: str, timeout: float = 30.0) -> tuple[int | None, bytes]:
     try:
         with OPENER.open(url, timeout=timeout) as r:
             return r.status, r.read()
@@ -44,7 +44,7 @@ def test_health_503_then_200_and_server_info(case_node):
     seen: list[tuple[float, int | None]] = []
 
     def health(until):
-        code, _ = get(base + "/health", timeout=10)
+        code, _ = get(base + "/health")
         if not seen or seen[-1][1] != code:
             seen.append((round(time.time() - t0, 2), code))
         return code == until

@@ -33,7 +33,7 @@ def pair(launch, models, *, timeout=int(GUARD), node1_fault="", extra=()):
 
 def status(url: str) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        with urllib.request.urlopen(url, timeout=30) as r:  # a hang guard on a loopback answer
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
