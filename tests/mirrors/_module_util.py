@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,22 @@ def start_module(args):
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=ROOT)
     proc.args_file = path
     return proc
+
+
+def kill_when(args, predicate, what):
+    """Start the module, SIGKILL it once ``predicate()`` holds (an event on disk, never a moment), and clean up."""
+    from events import wait_until
+
+    proc = start_module(args)
+    try:
+        wait_until(predicate, what)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        os.unlink(proc.args_file)
 
 
 def segment_state(dest, rel):

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from _mirror_util import control, http
-from _module_util import finished_segments, run_module, segment_state, start_module
+from _module_util import finished_segments, kill_when, run_module, segment_state, start_module
 from events import GUARD
 from events import wait_until as wait_for
 
@@ -92,16 +91,8 @@ def assert_no_finished_segment_fetched(server, finished, since):
 def test_killed_mid_segment_resumes_and_never_refetches_a_finished_segment(built, hub, tmp_path):
     dest = tmp_path / "model"
     pace(hub, 1 * MIB)
-    proc = start_module(args(hub, dest))
-    try:
-        wait_for(lambda: len(finished_segments(dest, FILE)) >= 3, "three finished segments")
-        proc.send_signal(signal.SIGKILL)  # mid-segment: both connections are inside their next range
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        os.unlink(proc.args_file)
+    # killed mid-segment: both connections are inside their next range
+    kill_when(args(hub, dest), lambda: len(finished_segments(dest, FILE)) >= 3, "three finished segments")
     saved = segment_state(dest, FILE)
     finished = finished_segments(dest, FILE)
     kept = sum(s[2] for s in saved)
@@ -122,16 +113,8 @@ def test_killed_mid_segment_resumes_and_never_refetches_a_finished_segment(built
 def test_a_corrupted_finished_segment_is_fetched_again_and_nothing_else(built, hub, tmp_path):
     dest = tmp_path / "model"
     pace(hub, 1 * MIB)
-    proc = start_module(args(hub, dest))
-    try:  # an interrupted download with two finished segments (the event, not a time budget)
-        wait_for(lambda: len(finished_segments(dest, FILE)) >= 2, "two finished segments")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        os.unlink(proc.args_file)
+    # an interrupted download with two finished segments (the event, not a time budget)
+    kill_when(args(hub, dest), lambda: len(finished_segments(dest, FILE)) >= 2, "two finished segments")
     finished = finished_segments(dest, FILE)
     assert len(finished) >= 2, segment_state(dest, FILE)
     bad = finished[1]
@@ -350,16 +333,11 @@ def test_a_copy_from_the_seed_killed_mid_file_resumes_there_with_a_byte_range(bu
     assert rc == 0 and res["done"], out
     dest = tmp_path / "model"
     pace(hub, 1 * MIB)
-    proc = start_module(args(hub, dest, segment_mib=0, connections=1))
-    try:
-        wait_for(lambda: (segment_state(dest, FILE) or [[0, 0, 0]])[0][2] > 0, "bytes of the file on disk")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        os.unlink(proc.args_file)
+    kill_when(
+        args(hub, dest, segment_mib=0, connections=1),
+        lambda: (segment_state(dest, FILE) or [[0, 0, 0]])[0][2] > 0,
+        "bytes of the file on disk",
+    )
     kept = segment_state(dest, FILE)[0][2]
     assert 0 < kept < SIZE and not (dest / FILE).exists()
     pace(hub, 0)
@@ -393,16 +371,7 @@ def test_killed_at_random_points_never_refetches_a_finished_segment(built, hub, 
             return on_disk(dest) >= point and len(finished_segments(dest, FILE)) > len(finished)
 
         since = time.time()
-        proc = start_module(args(hub, dest, connections=2))
-        try:
-            wait_for(reached, f"{point} bytes on disk and a newly finished segment")
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-            os.unlink(proc.args_file)
+        kill_when(args(hub, dest, connections=2), reached, f"{point} bytes on disk and a newly finished segment")
         fetched_after.append(({s for s, _, _ in file_gets(hub, since)}, finished))
         assert not (dest / ".llmops-snapshot.json").exists()
     pace(hub, 0)
