@@ -96,7 +96,7 @@ def check(root: Path) -> list[str]:
         head = opening(root, path, OPENING)
         if head is None or path == "LICENSE":
             continue
-        declared = [line for line in head if DECLARES.search(line) and line.rstrip() != HEADER[1]]
+        declared = [line for line in head if DECLARES.search(line) and line.strip() != HEADER[1]]
         if path in THIRD_PARTY:
             continue
         if declared:

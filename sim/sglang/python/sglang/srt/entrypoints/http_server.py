@@ -194,6 +194,14 @@ def make_handler(tm: TokenizerManager):
             return
 
         def _send(self, code: int, body: bytes = b"", ctype: str = "application/json") -> None:
+            # The access line first, as uvicorn writes it when the response starts (h11_impl/httptools_impl
+            # RequestResponseCycle.send, at "http.response.start"): a client holding the answer finds it in the log.
+            host, port = self.client_address[:2]
+            try:
+                phrase = http.HTTPStatus(code).phrase
+            except ValueError:
+                phrase = ""
+            access_logger.info(f'INFO:     {host}:{port} - "{self.command} {self.path} HTTP/1.1" {code} {phrase}')
             self.send_response_only(code)
             self.send_header("date", self.date_time_string())
             self.send_header("server", "uvicorn")
@@ -203,12 +211,6 @@ def make_handler(tm: TokenizerManager):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
-            host, port = self.client_address[:2]
-            try:
-                phrase = http.HTTPStatus(code).phrase
-            except ValueError:
-                phrase = ""
-            access_logger.info(f'INFO:     {host}:{port} - "{self.command} {self.path} HTTP/1.1" {code} {phrase}')
 
         def _json(self, code: int, obj) -> None:
             self._send(code, json.dumps(obj).encode())
