@@ -256,7 +256,14 @@ def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
 def test_the_router_spreads_a_client_loop_over_both_replicas(fleet):
     before = fleet.served_by_worker()
     loop = ClientLoop(limit=500, deadline=GUARD).start().join()  # the deadline is a hang guard
-    after = fleet.served_by_worker()
+    # the router counts an outcome once the worker's answer is handled, which may be after the client has it:
+    # wait until its counters have caught up with the loop (or gone past it: then the assertion below fails)
+
+    def counted():
+        now = fleet.served_by_worker()
+        return now if sum(now[u] - before[u] for u in URLS) >= 500 else None
+
+    after = wait_until(counted, "the router's counters to reach the loop's 500 requests")
     per_replica = {u: after[u] - before[u] for u in URLS}
     assert loop.codes == {200: 500}, (loop.codes, loop.errors[:5])
     assert sum(per_replica.values()) == 500, per_replica
