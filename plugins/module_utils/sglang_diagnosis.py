@@ -14,6 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_memory as memory
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_versions as versions
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import STALL_HINTS
 
 
 def graph_bs_flag(window):
@@ -313,12 +314,7 @@ def diagnose(log):
         return _crash(log, at, phase)
     if outcome == "stalled":
         secs = log.stall["seconds"]
-        hint = {
-            "weights_loading": "weight loading is slow (disk, network download) or stuck",
-            "cuda_graph_capturing": "capture hangs; on multi-node set-ups this is usually NCCL "
-            "(rerun with NCCL_DEBUG=INFO)",
-            "started": "the processes did not get past distributed initialisation (NCCL/port)",
-        }.get(phase, "no progress")
+        hint = STALL_HINTS.get(phase, "no progress")
         return (
             "No new log line for %.0f s in phase %s: %s." % (secs, phase, hint),
             {"action": "investigate_stall", "phase": phase, "seconds": secs},

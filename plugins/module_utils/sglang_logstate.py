@@ -12,19 +12,12 @@ import math
 import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_versions as versions
-
-PHASES = (
-    "started",
-    "weights_loading",
-    "weights_loaded",
-    "kv_allocated",
-    "memory_pool_ready",
-    "cuda_graph_capturing",
-    "cuda_graph_captured",
-    "http_up",
-    "ready",
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import (  # noqa: F401 (PHASES: re-exported)
+    PHASE_INDEX,
+    PHASES,
+    SERVER_PHASES,
 )
-PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+
 RANK_FIELDS = (
     "weights_gb",
     "avail_after_weights_gb",
@@ -472,7 +465,7 @@ class RankQueries:
         if self.phase is not None and PHASE_INDEX[self.phase] >= PHASE_INDEX["http_up"]:
             if PHASE_INDEX[phase] <= PHASE_INDEX[self.phase]:
                 return True
-        if phase in ("http_up", "ready", "started"):
+        if phase in SERVER_PHASES:
             return phase in self.milestones
         if phase == "cuda_graph_captured" and self.graphs_disabled():
             phase = "memory_pool_ready"
