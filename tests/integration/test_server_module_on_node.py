@@ -98,7 +98,8 @@ def test_ready_reports_calibrated_numbers(case_node, tmp_path):
 
 
 def test_capture_oom(case_node, tmp_path):
-    case_node.configure(args_with(**{"--mem-fraction-static": "0.95"}))
+    # the reference story's first launch: 0.95 with --max-running-requests 8
+    case_node.configure(args_with(**{"--mem-fraction-static": "0.95", "--max-running-requests": "8"}))
     run = run_sglang_server(case_node, tmp_path, params())
     check_failure(case_node, run, "capture OOM (0.95)", "oom_cuda_graph", r"CUDA out of memory|graph failed")
     sugg = run.result["suggestion"]

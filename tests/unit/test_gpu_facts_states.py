@@ -58,7 +58,7 @@ def returnable_states():
     for node in ast.walk(tree):
         if not isinstance(node, ast.Dict):
             continue
-        for key, value in zip(node.keys, node.values):
+        for key, value in zip(node.keys, node.values, strict=True):
             if isinstance(key, ast.Constant) and key.value == "gpu_state":
                 if isinstance(value, ast.Name):
                     assert value.id in assigned, f"gpu_state = {value.id}: not bound to a known function"

@@ -51,7 +51,7 @@ def test_no_second_list_of_phases_outside_the_table():
         for node in ast.walk(ast.parse(path.read_text())):
             names = _phase_literals(node)
             if len(names) >= 3:
-                found.append("%s:%d %s" % (path.relative_to(ROOT), node.lineno, sorted(names)))
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {sorted(names)}")
     assert not found, found
 
 
@@ -104,7 +104,7 @@ def test_the_report_labels_and_colours_every_interval_from_the_table():
     assert set(P.INTERVAL_LABELS) == set(P.PHASE_COLOURS) == set(P.PHASES[:-1])
     html = _phase_table({"outcome": "ready", "timeline": tl})
     for name in P.PHASES[:-1]:
-        assert 'data-phase="%s"><td><span class="sw" style="background:%s">' % (name, P.PHASE_COLOURS[name]) in html
+        assert f'data-phase="{name}"><td><span class="sw" style="background:{P.PHASE_COLOURS[name]}">' in html
 
 
 def test_the_callback_orders_phases_of_the_same_second_as_the_table():
