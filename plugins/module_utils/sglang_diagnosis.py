@@ -221,6 +221,20 @@ def _crash(log, at, phase):
             "The server started but its warm-up request failed%s: %s" % (at, line[:300]),
             {"action": "read_log", "last_error": log.last_error},
         )
+    if f.get("cause") == "nvshmem":
+        return (
+            "SGLang crashed%s during %s: NVSHMEM (DeepEP's transport) failed to initialise: %s. Check the RDMA "
+            "devices NVSHMEM uses (NVSHMEM_HCA_LIST, NVSHMEM_IB_GID_INDEX), that every node reaches the others, "
+            "and that DeepEP was built against this NVSHMEM." % (at, phase, line[:300]),
+            {"action": "check_nvshmem", "first_error": log.first_error},
+        )
+    first = f.get("first_error") or (log.first_error if f.get("child_exit") else None)
+    if f.get("child_exit"):
+        cause = "first error: %s" % first[:300] if first else "no error line before it in this log"
+        return "A child process of SGLang exited%s during %s (%s); %s." % (at, phase, f["child_exit"][:200], cause), {
+            "action": "read_traceback",
+            "first_error": first,
+        }
     if log.last_error and log.last_error not in line:
         line = "%s (%s)" % (line, log.last_error) if line else log.last_error
     return "SGLang crashed%s during %s: %s" % (at, phase, line[:400]), {

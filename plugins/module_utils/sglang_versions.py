@@ -143,6 +143,9 @@ ENTRIES = (
       "piecewise (prefill) graph capture", r"^Capture piecewise CUDA graph (begin|end)", MR),
     E("capture_draft_old", "capture", (), r"^Capture draft (extend )?cuda graph (begin|end)", "0.4.4", "0.5.13.post1",
       "draft model graph capture (speculative decoding)", r"^Capture draft (extend )?cuda graph (begin|end)", None),
+    E("capture_frozen_kv_mtp", "capture", (), r"^Capture Frozen-KV MTP draft cuda graph (begin|end)", "0.5.20", None,
+      "the frozen-KV MTP draft model's graph capture (no time or memory in the line)",
+      r"^Capture Frozen-KV MTP draft cuda graph (begin|end)", None),
     E("capture_end_bs", "capture", (), r"^Capture [a-z ]+CUDA graph end\. bs=", "0.5.22", None,
       "capture end line listing the captured batch sizes",
       r"^Capture \{capture_name\} (CUDA graph|\{graph_backend[^}]*\}) end\. bs=", None),
@@ -161,6 +164,14 @@ ENTRIES = (
     E("sched_info_gpu_mem", "sched_info", (), r"^max_total_num_tokens=.*available_gpu_mem=", "0.4.7", None,
       "scheduler limits with available_gpu_mem (a conditional after context_len= from 0.5.2)",
       r"^max_total_num_tokens=.*(available_gpu_mem=|context_len=\{[^}]*\}, \{)", None),
+    E("swa_pool_total", "swa", ("SWAKVPool mem usage",), r"^SWAKVPool mem usage: [\d.]+ GB, swa size: \d+",
+      "0.5.20", None, "hybrid SWA pool: total size, SWA and full-attention token counts",
+      r"^SWAKVPool mem usage: \{", None),
+    E("dsv4_pool", "swa", ("Initialize DeepSeekV4TokenToKVPool",), r"^Initialize DeepSeekV4TokenToKVPool with",
+      "0.5.16", None, "DeepSeek-V4's KV pool: request rows, SWA and compressed-KV token counts (no size in GB)",
+      r"^Initialize DeepSeekV4TokenToKVPool with", None),
+    E("uvicorn_access", "uvicorn", (), r'^\d{1,3}(?:\.\d{1,3}){3}:\d+ - "[A-Z]+ [^"]*" \d{3}', None, None,
+      "uvicorn's access line: the HTTP server answers (uvicorn's own text)"),
     E("uvicorn_running", "uvicorn", ("Uvicorn running", "Application startup complete", "INFO:     Uvicorn running",
                                      "INFO:     Application startup complete"), r"Uvicorn running|startup complete",
       None, None, "HTTP server up (uvicorn's own text)"),
@@ -241,6 +252,16 @@ ENTRIES = (
       r"startup warmup (?:failed|timed out)", "0.5.22", None,
       "the Rust HTTP server's start-up warm-up failed or timed out (a string of its compiled extension)",
       "so:startup warmup (failed|timed out)", "sglang/srt/rust_extensions/_server.so"),
+    E("nvshmem", "failure", ("NVSHMEM", "nvshmem"),
+      r"nvshmem\w* (?:initialization|setup connections) failed|NVSHMEM API called before NVSHMEM initialization"
+      r"|nvshmem_internal_init_thread failed|DeepEP error", None, None,
+      "NVSHMEM (DeepEP's transport) failed to initialise: the first cause of the children's exits that follow "
+      "(NVSHMEM's and DeepEP's own texts, printed without SGLang's prefix)"),
+    E("child_exit", "failure", ("Scheduler or DataParallelController", "Subprocess ", "Exit code:"),
+      r"terminated with (?:exit code )?-?\d+|crashed with exit code -?\d+|scheduler died during initialization"
+      r"|^Exit code: -?\d+", None, None,
+      "a child process (scheduler, DP controller, detokenizer) exited: a consequence, the first error before it is the "
+      "cause"),
     E("oom", "failure", (), r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", None, None,
       "CUDA out of memory (phase decides which)"),
     E("crash", "failure", ("Initialization failed", "Received sigquit", "Child process unexpectedly failed",
@@ -259,19 +280,26 @@ FAILURE_ORDER = (
     "sm120_smem", "prefill_capture_failed", "prefill_backend_failed", "piecewise_failed", "capture_failed",
     "piecewise_hint", "graph_hint", "kv_not_enough", "kv_no_memory", "kv_hybrid_pool", "kv_swa_pool",
     "kv_profiled", "unbalanced",
-    "port_errno", "port_not_available", "port_internal", "dist_rendezvous", "nccl", "grpc_warmup_failed",
+    "port_errno", "port_not_available", "port_internal", "dist_rendezvous", "nvshmem", "nccl", "grpc_warmup_failed",
     "rust_warmup_failed",
     "warmup_failed", "oom",
     "scheduler_exception",
-    "traceback", "crash",
+    "traceback", "child_exit", "crash",
 )  # fmt: skip
 # Unprefixed lines worth reading (tracebacks, hints, uvicorn before 0.3.6): the engine's second prefilter pass.
 LINE_STARTS = (
     "Traceback", "Exception", "RuntimeError", "ValueError", "AssertionError", "torch.", "triton.", "ERROR:",
     "INFO:     Uvicorn", "INFO:     Application", "Capture", "Capturing", "Piecewise", "To work around",
     "Possible", "Fail when", "The server is fired", "Not enough memory", "Loaded weights", "[Errno 98]",
-    "OSError", "NCCL", "max_total_tokens=",
+    "OSError", "NCCL", "max_total_tokens=", "INFO:", "INFO ", "WARNING:", "WARNING ", "ERROR ", '  File "', ' File "',
+    "NVSHMEM", "nvshmem", "Exit code:",
 )  # fmt: skip
+# A logging format that wraps SGLang's message after its "[time RANK] " prefix or at the line start: uvicorn's
+# "INFO:     " and the "LEVEL file.py:N: " of a root logger another library configured (aiter on ROCm:
+# "[2026-02-26 05:19:58] WARNING server_args.py:1245: ..."). The engine reads the message after it.
+LEVEL_PREFIX = r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)(?: [\w.-]+:\d+: |:[ \t]+)"
+# NVSHMEM's own error lines start with its source path ("/sgl-workspace/nvshmem/src/host/init/init.cu:1007: ...").
+_NVSHMEM_PATH = rb"/[\w./+-]{0,160}?nvshmem[\w./+-]*:"
 _EXC_LINE = rb"[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b"
 # the Rust server (0.5.22+) logs through tracing: "2026-10-30T01:04:00.123Z  INFO sglang::server: message"
 TRACING_PREFIX = rb"\d{4}-\d\d-\d\dT[\d:.]+Z?\s+[A-Z]{4,5}\s+(?:[\w:.-]+: )?"
@@ -341,7 +369,7 @@ def line_starts_regex(generic_exceptions=True):
     trie = _trie([s.encode() for s in _all_starts() | set(LINE_STARTS)])
     if not generic_exceptions:
         return trie
-    return b"(?:" + trie + b"|" + _EXC_LINE + b"|" + TRACING_PREFIX + trie + b")"
+    return b"(?:" + trie + b"|" + _EXC_LINE + b"|" + TRACING_PREFIX + trie + b"|" + _NVSHMEM_PATH + b")"
 
 
 def flag_in(flag, window, flags=None):

@@ -59,7 +59,7 @@ EXPECTED = {
     ),
     "v0_5_14_docker_ready.log": ("ready", "ready", "0.5.14-0.5.20", ["TP0", "TP1"], 287104),
     "v0_5_23_single_gpu_ready.log": ("ready", "ready", "0.5.18-0.5.20", [""], 75264),
-    "hybrid_swa_ready.log": ("ready", "ready", "0.4.7-0.5.8.post1", ["TP0", "TP1"], 1312000),
+    "hybrid_swa_ready.log": ("ready", "ready", "0.5.7-0.5.8.post1", ["TP0", "TP1"], 1312000),
     "kv_pool_oom.log": ("oom_kv_pool", "weights_loaded", "0.4.4-0.5.8.post1", ["TP0", "TP1"], None),
     "weights_oom.log": ("oom_weights", "weights_loading", "0.3.6-0.5.20", ["TP0", "TP1", "TP2", "TP3"], None),
     "sm120_shared_memory.log": (
