@@ -328,3 +328,15 @@ def test_log_cut_inside_a_capture_traceback_says_so():
 def test_draft_capture_traceback_cut_is_a_crash_on_its_rank():
     _log, res = parse("issue32105_draft_capture_traceback_cut.log")
     assert res["failure"]["rank"] == "DP0 TP0"
+
+
+def test_only_a_file_without_any_sglang_traceback_or_uvicorn_line_is_refused(tmp_path):
+    # one SGLang line the grammar does not read (issue30082's decode batch line): an outcome, not a refusal
+    served = tmp_path / "served.log"
+    served.write_text((LOGS / "issue30082_dsv4_serving_decode_batches.log").read_text().splitlines()[4] + "\n")
+    p = subprocess.run([sys.executable, str(DOCTOR), str(served)], capture_output=True, text=True, check=False)
+    assert p.returncode == 1 and "outcome: incomplete" in p.stdout, p.stderr
+    other = tmp_path / "other.log"
+    other.write_text("Update weights:  98%|#########8| 113/115 [00:36<00:00,  4.53it/s]\nhello\n")
+    p = subprocess.run([sys.executable, str(DOCTOR), str(other)], capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and "is not an SGLang log" in p.stderr
