@@ -11,9 +11,10 @@ and ``raise`` when it is an exception's message; every call is indexed by its do
 ``plugins/module_utils/sglang_versions.py``:
 
 * its ``probe`` must be found in exactly the releases of its window [first, last] (None: the first / the newest
-  release on the index); a probe is a regex on templates, ``call:REGEX`` on ``path::dotted.call.name`` of every call
-  (the call through which SGLang prints or causes a third party's text, e.g. ``uvicorn.run``), or ``so:REGEX`` on the
-  strings of the compiled Rust server;
+  release on the index); a probe is a regex on templates (after the 0.1.17-0.2.13 ``[gpu_id=N] `` tag, as the
+  engine reads them), ``in:PATH_REGEX::REGEX`` on the templates of some files, ``call:REGEX`` on
+  ``path::dotted.call.name`` of every call (the call through which SGLang prints or causes a third party's text, e.g.
+  ``uvicorn.run``), or ``so:REGEX`` on the strings of the compiled Rust server;
 * its ``cite`` -- ``file:line`` in the wheel of the window's first release and in the wheel of its last -- must hold
   a match of the probe in those two releases;
 * each launch flag in ``FLAGS`` must exist in exactly its window (from ``FLAGS_CHECKED_FROM`` on);
@@ -59,9 +60,12 @@ FAMILIES = re.compile(
 )
 # Sources that are not the CUDA server a deployment runs.
 EXCLUDED = re.compile(
-    r"/(?:hardware_backend|npu|xpu|hpu|musa|mlx|test|tests|multimodal_gen|lang|bench\w*|eval\w*)/"
-    r"|cpu_graph_runner|/models/"
+    r"/(?:hardware_backend|npu|xpu|hpu|musa|mlx|test|tests|multimodal_gen|lang|bench\w*|eval\w*|debug_utils)/"
+    r"|cpu_graph_runner|/models/|/bench_\w+\.py$"
 )
+# 0.1.17-0.2.13 put the GPU tag inside the message ("[gpu_id={gpu_id}] Load weight begin. ..."); the engine reads the
+# message after it, so the probes do too.
+_GPU_TAG = re.compile(r"^\[gpu(?:_id)?=\{[^}]*\}\] ")
 # Templates of a known family that the grammar deliberately does not read (with the reason).
 IGNORED = {
     r"^Capture cuda graph num tokens": "piecewise token list (0.5.x), informational",
@@ -260,9 +264,14 @@ def hits_of(e, v, index, wheels, cache):
         return binary_hits(wheels[v], probe[3:], cache)
     if probe.startswith("call:"):  # regex on "path::dotted.call.name"
         rx = re.compile(probe[5:])
-        return [(p, n) for p, n, c in index[v]["c"] if rx.search(p + "::" + c)]
+        return [(p, n) for p, n, c in index[v]["c"] if not EXCLUDED.search(p) and rx.search(p + "::" + c)]
+    path_rx = None
+    if probe.startswith("in:"):  # "in:PATH_REGEX::TEMPLATE_REGEX": a template of the files PATH_REGEX names
+        path, _, probe = probe[3:].partition("::")
+        path_rx = re.compile(path)
     rx = re.compile(probe)
-    return [(p, n) for p, n, t, _k in index[v]["t"] if rx.search(t)]
+    return [(p, n) for p, n, t, _k in index[v]["t"] if not EXCLUDED.search(p) and (path_rx is None or
+            path_rx.search(p)) and (rx.search(t) or rx.search(_GPU_TAG.sub("", t)))]  # fmt: skip
 
 
 def check(versions, index, *, suggest=False, wheels=None, cache=CACHE, entries=None, flags=None):
@@ -278,10 +287,8 @@ def check(versions, index, *, suggest=False, wheels=None, cache=CACHE, entries=N
         present = {v for v, h in hits.items() if h}
         want = {v for v in versions if in_window(v, e["first"], e["last"])}
         if present != want:
-            errors.append(
-                "entry %s: table says %s-%s, the releases print it in %s"
-                % (e["id"], e["first"] or versions[0], e["last"] or "", runs(versions, present))
-            )
+            said = "%s-%s" % (e["first"] or versions[0], e["last"]) if e["last"] else "%s+" % (e["first"] or versions[0])
+            errors.append("entry %s: table says %s, the releases print it in %s" % (e["id"], said, runs(versions, present)))
         ends = window_ends(e, versions)
         if suggest:
             obs = sorted(present, key=vkey)
@@ -314,14 +321,16 @@ def check(versions, index, *, suggest=False, wheels=None, cache=CACHE, entries=N
 
 def unmatched(versions, index, entries):
     """Logged or raised templates of a known family (any case) that no entry's probe and no IGNORED rule matches."""
-    probes = [re.compile(e["probe"]) for e in entries if e.get("probe") and not e["probe"].startswith(("call:", "so:"))]
+    probes = [re.compile(e["probe"].rpartition("::")[2] if e["probe"].startswith("in:") else e["probe"])
+              for e in entries if e.get("probe") and not e["probe"].startswith(("call:", "so:"))]  # fmt: skip
     ignored = [re.compile(k) for k in IGNORED]
     found = {}
     for v in versions:
         for p, n, t, kind in index[v]["t"]:
-            if kind not in ("log", "raise") or not FAMILIES.search(t):
+            if kind not in ("log", "raise") or EXCLUDED.search(p) or not FAMILIES.search(t):
                 continue
-            if any(rx.search(t) for rx in probes) or any(rx.search(t) for rx in ignored):
+            msg = _GPU_TAG.sub("", t)
+            if any(rx.search(msg) for rx in probes) or any(rx.search(msg) for rx in ignored):
                 continue
             found.setdefault(t[:120], []).append("%s %s:%d" % (v, p, n))
     return [

@@ -90,7 +90,7 @@ class FailureMixin:
                 self.in_traceback = {"rank": self._ctx_rank, "implicit": True}  # frames without their header
             return False
         entry = versions.ENTRY[fid]
-        if entry["first"] or entry["last"]:
+        if entry["narrows"] and (entry["first"] or entry["last"]):
             self.window.narrow_entry(entry)  # a failure text of known releases narrows the format too
         if fid in ("traceback", "scheduler_exception"):
             self.in_traceback = {"rank": rank if rank is not None else self._ctx_rank}
@@ -112,7 +112,8 @@ class FailureMixin:
             if fid == "piecewise_failed":
                 stage = "piecewise"
             if stage is None:
-                stage = "draft" if "draft" in msg.split("failed", 1)[0] else "decode"
+                head = msg.split("failed", 1)[0]
+                stage = "draft" if ("draft" in head or "MTP" in head) else "decode"
             gf = self.graph_fail
             if not gf or gf.get("stage") == "decode":
                 gf["stage"] = stage
@@ -154,7 +155,7 @@ class FailureMixin:
             self.oom.setdefault("rank", rank if rank is not None else self._ctx_rank)
             self._set_failure(outcome, msg, rank, now, outcome != "crash")
             return True
-        if fid in ("kv_not_enough", "kv_no_memory", "kv_hybrid_pool", "kv_swa_pool"):
+        if fid in ("kv_not_enough", "kv_no_memory", "kv_hybrid_pool", "kv_swa_cap", "kv_swa_pool"):
             self.in_traceback = None
             am = _KV_ABOVE_RE.search(msg)
             if am:

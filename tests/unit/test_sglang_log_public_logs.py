@@ -62,26 +62,26 @@ EXPECTED = {
     "issue4417_mtp_deepseek_load_and_pool.log": (
         "incomplete",
         "memory_pool_ready",
-        "0.4.4-0.5.8.post1",
+        "0.4.3.post3-0.5.8.post1",
         {"TP0": {"weights_gb": 40.46, "avail_after_weights_gb": 35.52, "avail_after_pool_gb": 16.08}},
     ),
     "issue4233_capture_end_then_draft_init.log": (
         "incomplete",
         "cuda_graph_captured",
-        "0.3.6-0.4.3.post4",
+        "0.4.0-0.4.3.post2",
         {"TP4": {"cuda_graph_seconds": 1334.38}},
     ),
     "issue7691_negative_profiled_tokens.log": (
         "oom_kv_pool",
         "weights_loaded",
-        "0.4.4-0.5.8.post1",
+        "0.4.3.post3-0.5.8.post1",
         {"DP0 TP0": {"weights_gb": 166.59, "avail_after_weights_gb": 21.73}},
     ),
-    "issue5285_capture_failed_oom.log": ("oom_cuda_graph", None, "unknown", {}),
-    "issue4205_capture_failed_gloo.log": ("crash", None, "unknown", {}),
+    "issue5285_capture_failed_oom.log": ("oom_cuda_graph", None, "0.1.22+", {}),
+    "issue4205_capture_failed_gloo.log": ("crash", None, "0.1.22+", {}),
     "issue29562_prefill_capture_failed.log": ("crash", None, "0.5.14+", {}),
-    "pr27650_piecewise_failed.log": ("crash", None, "0.5.10-0.5.14", {}),
-    "issue1751_cut_in_capture_traceback.log": ("crash", "cuda_graph_capturing", "0.3.4+", {"TP0": {}}),
+    "pr27650_piecewise_failed.log": ("crash", None, "0.5.10-0.5.13.post1", {}),
+    "issue1751_cut_in_capture_traceback.log": ("crash", "cuda_graph_capturing", "0.3.4-0.4.3.post2", {"TP0": {}}),
     "pr11275_capture_hang_dp.log": ("incomplete", "cuda_graph_capturing", "0.4.8.post1-0.5.13.post1", {"DP0 TP0": {}}),
     "pr17356_capture_small_bs.log": (
         "incomplete",
@@ -108,7 +108,7 @@ EXPECTED = {
     "issue32830_dsv4_pool_end_swa_pool.log": (
         "incomplete",
         "memory_pool_ready",
-        "0.5.16+",
+        "0.5.12+",
         {"TP1": {"avail_after_pool_gb": 3.05}, "TP3": {"avail_after_pool_gb": 3.29}},
     ),
     "kvcache_ai_pr50_ready_line_only.log": ("ready", "ready", "unknown", {}),
@@ -121,7 +121,7 @@ EXPECTED = {
     "pr18039_swa_pool_main_build.log": (
         "incomplete",
         "kv_allocated",
-        "0.5.7-0.5.12.post1",
+        "0.4.9.post3-0.5.12.post1",
         {"TP1": {"kv_tokens": 300288, "k_size_gb": 8.38, "v_size_gb": 5.59, "kv_size_gb": 13.97}},
     ),
     "pr20758_musa_decode_then_piecewise_capture.log": (
