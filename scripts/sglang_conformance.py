@@ -287,8 +287,11 @@ def check(versions, index, *, suggest=False, wheels=None, cache=CACHE, entries=N
         present = {v for v, h in hits.items() if h}
         want = {v for v in versions if in_window(v, e["first"], e["last"])}
         if present != want:
-            said = "%s-%s" % (e["first"] or versions[0], e["last"]) if e["last"] else "%s+" % (e["first"] or versions[0])
-            errors.append("entry %s: table says %s, the releases print it in %s" % (e["id"], said, runs(versions, present)))
+            first = e["first"] or versions[0]
+            said = "%s-%s" % (first, e["last"]) if e["last"] else "%s+" % first
+            errors.append(
+                "entry %s: table says %s, the releases print it in %s" % (e["id"], said, runs(versions, present))
+            )
         ends = window_ends(e, versions)
         if suggest:
             obs = sorted(present, key=vkey)

@@ -67,6 +67,14 @@ def E(id, kind, starts, line, first, last, meaning, *, probe, cite, narrows=True
     }
 
 
+# Texts that reach the log only inside a traceback SGLang prints with get_exception_traceback (torch, NCCL, Triton
+# texts): probed by that call, cited at its first and last release, never narrowing the format window.
+PRINTED_IN_A_TRACEBACK = {
+    "probe": "call:::get_exception_traceback$",
+    "cite": ("sglang/srt/managers/router/manager.py:71", "sglang/srt/managers/scheduler.py:6371"),
+    "narrows": False,
+}
+
 
 # fmt: off
 ENTRIES = (
@@ -253,8 +261,7 @@ ENTRIES = (
       cite=("sglang/srt/utils.py:582", "sglang/srt/utils/network.py:97")),
     # -- failures (kind "failure": classified by sglang_logfailure) ----------------------------------------------
     E("traceback", "failure", ("Traceback (most recent call last)",), r"^Traceback \(most recent call last\)", None,
-      None, "a traceback starts", probe="call:::get_exception_traceback$",
-      cite=("sglang/srt/managers/router/manager.py:71", "sglang/srt/managers/scheduler.py:6371"), narrows=False),
+      None, "a traceback starts", **PRINTED_IN_A_TRACEBACK),
     E("scheduler_exception", "failure",
       ("Scheduler hit an exception",
        "TpModelWorkerClient hit an exception",
@@ -263,8 +270,7 @@ ENTRIES = (
       "a scheduler process died with a traceback", probe=r"^Scheduler hit an exception: \{",
       cite=("sglang/srt/managers/scheduler.py:1443", "sglang/srt/managers/scheduler.py:6372"), narrows=False),
     E("sm120_smem", "failure", (), "out of resource: shared memory|OutOfResources", None, None,
-      "Triton kernel needs more shared memory than the GPU has (SM120)", probe="call:::get_exception_traceback$",
-      cite=("sglang/srt/managers/router/manager.py:71", "sglang/srt/managers/scheduler.py:6371"), narrows=False),
+      "Triton kernel needs more shared memory than the GPU has (SM120)", **PRINTED_IN_A_TRACEBACK),
     E("capture_failed", "failure",
       ("Capture cuda graph failed", "Capture CUDA graph failed", "Capture draft", "Capture frozen-KV MTP"),
       r"Capture (?:[\w-]+ ){0,3}?(?:cuda|CUDA) graph failed", "0.1.22", None,
@@ -357,8 +363,7 @@ ENTRIES = (
     E("nccl", "failure", ("NCCL error", "NCCL WARN"),
       r"NCCL error|nccl\w*Error|DistBackendError|ncclUnhandledCudaError|ncclSystemError|ncclInternalError"
       "|ncclRemoteError|Connection closed by peer", None, None, "NCCL/gloo failed",
-      probe="call:::get_exception_traceback$",
-      cite=("sglang/srt/managers/router/manager.py:71", "sglang/srt/managers/scheduler.py:6371"), narrows=False),
+      **PRINTED_IN_A_TRACEBACK),
     E("warmup_failed", "failure",
       ("gRPC server warmup failed",
        "gRPC warmup failed",
@@ -393,8 +398,7 @@ ENTRIES = (
       "it is the cause", probe=r"terminated with \{|crashed with exit code|scheduler died during initialization",
       cite=("sglang/srt/entrypoints/engine.py:408", "sglang/srt/entrypoints/engine.py:1024"), narrows=False),
     E("oom", "failure", (), "CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", None, None,
-      "CUDA out of memory (phase decides which)", probe="call:::get_exception_traceback$",
-      cite=("sglang/srt/managers/router/manager.py:71", "sglang/srt/managers/scheduler.py:6371"), narrows=False),
+      "CUDA out of memory (phase decides which)", **PRINTED_IN_A_TRACEBACK),
     E("crash", "failure",
       ("Initialization failed",
        "Received sigquit",
