@@ -104,6 +104,7 @@ EXPECTED = {
     "issue28659_glm52_pp_cri_prefixed.log": ("incomplete", "weights_loading", "0.3.4+", {"PP1": {}}),
     "issue29796_npu_uvicorn_startup_lines.log": ("incomplete", "http_up", "0.3.4+", {}),
     "issue29801_npu_http_up_then_scheduler_exception.log": ("crash", "http_up", "0.3.4+", {}),
+    "issue7888_nvshmem_connect_eps_failed.log": ("crash", None, "unknown", {}),
     "issue30082_dsv4_serving_decode_batches.log": ("incomplete", "http_up", "0.3.4+", {}),
     "issue32830_dsv4_pool_end_swa_pool.log": (
         "incomplete",
@@ -266,6 +267,14 @@ def test_child_exits_and_nvshmem_failures_are_crashes_naming_the_first_cause():
         nv + "[2026-10-01 10:00:01] Rank 0 scheduler died during initialization (exit code: 255).\n"
     ).result()
     assert res["outcome"] == "crash" and res["suggestion"]["action"] == "check_nvshmem"
+    # a real NVSHMEM failure as a user pasted it (issue 7888): NVSHMEM's lines only, a crash before SGLang's first
+    # start-up line naming NVSHMEM's first error
+    _log, res = parse("issue7888_nvshmem_connect_eps_failed.log")
+    assert res["suggestion"] == {
+        "action": "check_nvshmem",
+        "first_error": "NVSHMEM API called before NVSHMEM initialization has completed",
+    }
+    assert res["diagnosis"].startswith("SGLang crashed before any start-up line: NVSHMEM")
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
