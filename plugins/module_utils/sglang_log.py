@@ -377,10 +377,15 @@ class StartupLog(FailureMixin, RankQueries):
             self.swa_tokens = num(msg, "swa_layer_tokens=", int)
 
     def _on_mamba(self, msg, r, rank, now, log_t):
+        # one state per request slot (max_mamba_cache_size), not tokens; with speculative decoding the pool also holds
+        # the intermediate SSM-state and conv-window caches (0.5.9 .. 0.5.23 mem_cache/memory_pool.py)
         runner = self._rank(r).current()
-        conv, ssm = num(msg, "conv_state size:"), num(msg, "ssm_state size:")
-        runner.add_state_cache(conv, ssm)
-        runner.add_pool("mamba", num(msg, "max_mamba_cache_size:", int), add(conv, ssm))
+        size = None
+        for key in ("conv_state size:", "ssm_state size:", "intermediate_ssm_state_cache size:",
+                    "intermediate_conv_window_cache size:"):  # fmt: skip
+            size = add(size, num(msg, key))
+        runner.add_state_cache(size)
+        runner.add_pool("mamba", None, size, states=num(msg, "max_mamba_cache_size:", int))
 
     def _on_kv(self, msg, r, rank, now, log_t):
         self.window.match("kv", msg)

@@ -238,8 +238,8 @@ class Runner:
         self.weights_quant = qm.group(1).strip() if qm else None
         self.loaded = True
 
-    def add_state_cache(self, conv, ssm):
-        self.state_cache_gb = add(self.state_cache_gb, add(conv, ssm))
+    def add_state_cache(self, size_gb):
+        self.state_cache_gb = add(self.state_cache_gb, size_gb)
 
     def add_pool(self, kind, tokens, size_gb, **extra):
         """A pool that is not a plain KV line: the mamba state cache, a hybrid SWA pool's total, DeepSeek-V4's pool."""

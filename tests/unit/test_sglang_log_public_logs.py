@@ -216,6 +216,35 @@ def test_every_pool_is_reported_with_its_kind_and_a_total():
                                                                       "kv_size_gb": None}]  # fmt: skip
 
 
+def test_a_mamba_hybrid_with_an_mtp_draft_reports_every_pool_and_its_kv_numbers(tmp_path):
+    # no public log of this class was found: the lines are 0.5.9's texts (mem_cache/memory_pool.py:302 and :652,
+    # model_runner's load/pool lines), a Qwen3-Next target with its MTP draft on one rank
+    text = (
+        "[2026-03-01 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
+        "[2026-03-01 10:00:40 TP0] Load weight end. elapsed=40.12 s, type=Qwen3NextForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=41.20 GB, mem usage=37.30 GB.\n"
+        "[2026-03-01 10:00:41 TP0] Mamba Cache is allocated. max_mamba_cache_size: 160, conv_state size: 0.56GB, "
+        "ssm_state size: 21.88GB intermediate_ssm_state_cache size: 2.19GB intermediate_conv_window_cache size: "
+        "0.06GB \n"
+        "[2026-03-01 10:00:41 TP0] KV Cache is allocated. #tokens: 1179648, K size: 4.50 GB, V size: 4.50 GB\n"
+        "[2026-03-01 10:00:41 TP0] Memory pool end. avail mem=6.80 GB\n"
+        "[2026-03-01 10:00:45 TP0] Load weight begin. avail mem=6.80 GB\n"
+        "[2026-03-01 10:00:47 TP0] Load weight end. elapsed=2.01 s, type=Qwen3NextForCausalLMMTP, "
+        "dtype=torch.bfloat16, avail mem=5.30 GB, mem usage=1.50 GB.\n"
+        "[2026-03-01 10:00:47 TP0] KV Cache is allocated. #tokens: 1179648, K size: 1.12 GB, V size: 1.12 GB\n"
+        "[2026-03-01 10:00:47 TP0] Memory pool end. avail mem=3.05 GB\n"
+    )
+    fig = parse_text(text).result(details=True)["ranks"]["TP0"]
+    assert (fig["kv_tokens"], fig["kv_size_gb"], fig["avail_after_pool_gb"]) == (1179648, 9.0, 6.8)
+    assert (fig["draft"]["kv_tokens"], fig["draft"]["kv_size_gb"], fig["free_gb"]) == (1179648, 2.24, 3.05)
+    log_path = tmp_path / "mamba_mtp.log"
+    log_path.write_text(text)
+    p = subprocess.run([sys.executable, str(DOCTOR), str(log_path)], capture_output=True, text=True, timeout=60,
+                       check=False)  # fmt: skip
+    assert ("TP0 pools: mamba 160 states 24.69 GB, full 1179648 tokens 9.00 GB, draft full 1179648 tokens 2.24 GB "
+            "(total 35.93 GB)") in p.stdout  # fmt: skip
+
+
 def test_decode_piecewise_and_draft_captures_are_reported_one_by_one():
     # two real lines of the same release window, one log: the decode capture (pr20758) and the piecewise capture
     # (pr26437), each with its own time and memory
