@@ -121,7 +121,7 @@ fetch-sglang-wheel: venv ## the real sglang 0.5.9 wheel (PyPI) that the metric n
 
 # --- grammar (issue 14): the versions table against every real SGLang release (downloads; not part of make test)
 .PHONY: conformance
-conformance: venv ## downloads sglang wheels 0.4.4..newest into /var/cache/llmops-sglang-releases
+conformance: venv ## downloads every sglang wheel on the host's package index into /var/cache/llmops-sglang-releases
 	python scripts/sglang_conformance.py
 
 # --- grammar (issue 15): doctor throughput on a generated 1 GiB log vs grep -F, peak RSS, a file without newlines

@@ -32,7 +32,11 @@ SRC_FIXED = "/opt/sglang-src"
 SRC_NOFIX = "/opt/sglang-src-nofix"
 PORT = 30000
 TIME_SCALE = "0.2"
-BASE_ARGS = ["--model-path", MODEL, "--tp", "8", "--mem-fraction-static", "0.88", "--host", "0.0.0.0"]
+# the reference story's launch that worked: 0.88 with --max-running-requests 64
+BASE_ARGS = [
+    "--model-path", MODEL, "--tp", "8", "--mem-fraction-static", "0.88", "--max-running-requests", "64",
+    "--host", "0.0.0.0",
+]  # fmt: skip
 
 BASE_UNIT = f"""[Unit]
 Description=SGLang server (llmops.sglang integration test, stand-in)

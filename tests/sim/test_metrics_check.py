@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from real_releases import wheel as release_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
-RELEASES = Path(os.environ.get("SGLANG_RELEASES", "/var/cache/llmops-sglang-releases"))
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "server" / "defaults" / "main.yml").read_text())
 READY = "The server is fired up and ready to roll!"
 
@@ -91,10 +91,7 @@ def test_metrics_check_fails_when_metrics_are_off(tmp_path, launch, models):
 
 
 def _real_collector() -> str:
-    wheels = sorted(RELEASES.glob("sglang-0.5.9-*.whl"))
-    if not wheels:
-        pytest.skip(f"no sglang 0.5.9 wheel in {RELEASES} (make fetch-sglang-wheel fetches it)")
-    with zipfile.ZipFile(wheels[0]) as z:
+    with zipfile.ZipFile(release_wheel("0.5.9")) as z:
         return z.read("sglang/srt/metrics/collector.py").decode()
 
 

@@ -29,7 +29,8 @@ def test_json_shape_and_exit_codes():
     p = run(str(LOGS / "v0_5_9_glm5_ready.log"), "--json")
     assert p.returncode == 0
     out = json.loads(p.stdout)
-    assert list(out) == ["outcome", "phase", "ranks", "max_total_num_tokens", "format", "diagnosis", "suggestion"]
+    assert list(out) == ["outcome", "phase", "ranks", "pools_and_captures", "max_total_num_tokens", "format",
+                         "diagnosis", "suggestion"]  # fmt: skip
     assert out["ranks"]["TP0"]["kv_size_gb"] == 24.37
     p = run(str(LOGS / "v0_5_9_glm5_capture_oom.log"), "--json")
     assert p.returncode == 1 and json.loads(p.stdout)["suggestion"]["value"] == 0.92
