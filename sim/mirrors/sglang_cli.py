@@ -15,10 +15,11 @@ returns what `prepare_server_args` builds its `argparse.ArgumentParser` from:
 - `allow_abbrev` and `prog` of the `ArgumentParser(...)` call in `prepare_server_args` (argparse's default: True).
 
 Each option also gets its arity (0: a switch such as store_true; 1: one value; "+": one or more), which is all a
-parser needs to tell an unknown or ambiguous option from a known one. `parser(spec)` builds that argparse parser;
-`check(spec, argv)` returns argparse's own error for argv, or None.
+parser needs to tell an unknown or ambiguous option from a known one: the SGLang stand-in builds that parser
+(sim/sglang/python/sglang/srt/sim_release_options.py) from `table(...)`, written into its tree at mirror-build time.
+Works on a wheel or an sdist (`sglang-X.tar.gz`, whose root is upstream's python/).
 
-    python3 sim/mirrors/sglang_cli.py WHEEL...      # JSON: {version: spec}
+    python3 sim/mirrors/sglang_cli.py ARTIFACT...      # JSON: {version: spec}
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ import ast
 import json
 import re
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 ARG_UTILS = "sglang/srt/arg_groups/arg_utils.py"
-_WHEEL = re.compile(r"^sglang-(\d+(?:\.\d+)*(?:\.post\d+)?)-")
+_WHEEL = re.compile(r"^sglang-(\d+(?:\.\d+)*(?:\.post\d+)?)(?:-|\.tar\.gz$)")
 _ZERO_ARG_ACTIONS = ("store_true", "store_false", "store_const", "count", "help", "version")
 
 
@@ -203,13 +205,26 @@ def _dataclass_fields(cls_node, where):
 
 
 class _Wheel:
+    """The files of a wheel, or of an sdist with its top directory stripped (both: `sglang/...`)."""
+
     def __init__(self, path):
         self.path = Path(path)
-        self.zip = zipfile.ZipFile(path)
-        self.names = set(self.zip.namelist())
+        self.files = {}
+        if self.path.name.endswith(".tar.gz"):
+            with tarfile.open(self.path) as tar:
+                for m in tar.getmembers():
+                    parts = m.name.split("/", 1)
+                    if m.isfile() and len(parts) == 2 and parts[1].startswith("sglang/") and m.name.endswith(".py"):
+                        self.files[parts[1]] = tar.extractfile(m).read()
+        else:
+            with zipfile.ZipFile(self.path) as z:
+                for n in z.namelist():
+                    if n.startswith("sglang/") and n.endswith(".py"):
+                        self.files[n] = z.read(n)
+        self.names = set(self.files)
 
     def read(self, name):
-        return self.zip.read(name).decode("utf-8")
+        return self.files[name].decode("utf-8")
 
     def module_file(self, module):
         base = module.replace(".", "/")
@@ -296,44 +311,17 @@ def options(wheel_path) -> dict:
     return {"version": version, "prog": prog, "allow_abbrev": allow_abbrev, "options": opts}
 
 
-class _Error(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _Error(message)
-
-
-def parser(spec) -> argparse.ArgumentParser:
-    """An argparse parser with exactly the release's options (arity only; values are not checked)."""
-    p = _Parser(prog=spec.get("prog") or "launch_server", allow_abbrev=spec["allow_abbrev"], add_help=False)
-    p.add_argument("-h", "--help", action="store_true")
-    for i, o in enumerate(spec["options"]):
-        names = [n for n in o["names"] if n not in ("-h", "--help")]
-        if not names:
-            continue
-        ar = o["arity"]
-        if ar == 0:
-            p.add_argument(*names, dest=f"o{i}", action="store_true")
-        elif ar == 1:
-            p.add_argument(*names, dest=f"o{i}")
-        else:
-            p.add_argument(*names, dest=f"o{i}", nargs=ar)
-    return p
-
-
-def check(spec, argv):
-    """argparse's own error message for argv under this release's options, or None when it parses."""
-    try:
-        parser(spec).parse_args(list(argv))
-    except _Error as e:
-        return str(e)
-    return None
-
-
 def option_names(spec):
     return sorted(n for o in spec["options"] for n in o["names"])
+
+
+def table(artifacts, default=None) -> dict:
+    """The stand-in's option table: {"default": release, "releases": {version: spec}} for the given wheels/sdists."""
+    releases = {}
+    for a in artifacts:
+        spec = options(a)
+        releases[spec["version"]] = spec
+    return {"default": default, "releases": releases}
 
 
 def main(argv=None):
