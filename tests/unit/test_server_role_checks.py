@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
-ROLE = Path(__file__).resolve().parents[2] / "roles" / "server"
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROOT / "roles" / "server"
+# The checks use the collection's own filters (llmops.sglang.sglang_own_flags), found as Ansible finds them.
+init_plugin_loader([str(ROOT)])
 CHECKS = (ROLE / "templates" / "checks.json.j2").read_text()
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 
