@@ -55,9 +55,9 @@ def release_key(version):
     if m:
         key = tuple(int(x or 0) for x in m.groups())
         if key[3]:
-            return key[:3] + (key[3] - 1, 999)
+            return (*key[:3], key[3] - 1, 999)
         if key[2]:
-            return key[:2] + (key[2] - 1, 999)
+            return (*key[:2], key[2] - 1, 999)
         return (key[0], key[1] - 1, 999, 999) if key[1] else (key[0] - 1, 999, 999, 999)
     raise FlagError(
         "expected an SGLang release such as 0.5.9, v0.5.10.post1, a development version such as 0.5.24.dev3+gabc1234, "
@@ -91,19 +91,30 @@ NEW_FIX_FILE = "python/sglang/kernels/ops/attention/extend_attention.py"
 FIX_MARKER = r"^[ \t]*(?:el)?if\b[^#\n]*CUDA_CAPABILITY\[0\]\s*==\s*12\b"
 
 FIX_FILE_WINDOWS = (
-    (None, "0.5.15.post1", OLD_FIX_FILE,
-     "0.5.6 sglang/srt/layers/attention/triton_ops/extend_attention.py (def _get_block_sizes_for_extend_attention); "
-     "0.5.15.post1 same file:78"),
-    ("0.5.16", None, NEW_FIX_FILE,
-     "0.5.16 sglang/kernels/ops/attention/extend_attention.py:79; 0.5.23 same file:95"),
+    (
+        None,
+        "0.5.15.post1",
+        OLD_FIX_FILE,
+        "0.5.6 sglang/srt/layers/attention/triton_ops/extend_attention.py (def _get_block_sizes_for_extend_attention); "
+        "0.5.15.post1 same file:78",
+    ),
+    ("0.5.16", None, NEW_FIX_FILE, "0.5.16 sglang/kernels/ops/attention/extend_attention.py:79; 0.5.23 same file:95"),
 )
 FIX_CARRIED_WINDOWS = (
-    (None, "0.5.8.post1", False,
-     "0.5.6 ... 0.5.8.post1 sglang/srt/layers/attention/triton_ops/extend_attention.py: no CUDA_CAPABILITY[0] == 12 "
-     "branch"),
-    (FIX_FIRST, None, True,
-     "0.5.9 sglang/srt/layers/attention/triton_ops/extend_attention.py:67; "
-     "0.5.23 sglang/kernels/ops/attention/extend_attention.py:95"),
+    (
+        None,
+        "0.5.8.post1",
+        False,
+        "0.5.6 ... 0.5.8.post1 sglang/srt/layers/attention/triton_ops/extend_attention.py: no CUDA_CAPABILITY[0] == 12 "
+        "branch",
+    ),
+    (
+        FIX_FIRST,
+        None,
+        True,
+        "0.5.9 sglang/srt/layers/attention/triton_ops/extend_attention.py:67; "
+        "0.5.23 sglang/kernels/ops/attention/extend_attention.py:95",
+    ),
 )
 
 
@@ -115,7 +126,7 @@ def sm120_fix(version):
     path = _pick(FIX_FILE_WINDOWS, version, "SM120 fix file")
     return {
         "path": path,
-        "installed_path": path[len("python/"):],
+        "installed_path": path[len("python/") :],
         "carried": _pick(FIX_CARRIED_WINDOWS, version, "SM120 fix"),
         "first_release": FIX_FIRST,
         "pr": FIX_PR,
@@ -129,18 +140,33 @@ _GRPC_OLD = "sglang.srt.grpc._core"
 _RX = "sglang.srt.rust_extensions."
 RUST_EXTENSION_WINDOWS = (
     (None, "0.5.10.post1", (), "0.5.6 ... 0.5.10.post1: py3-none-any wheels, no .so in RECORD"),
-    ("0.5.11", "0.5.15.post1", (_GRPC_OLD,),
-     "0.5.11 sglang-0.5.11.dist-info/RECORD:1118; 0.5.15.post1 RECORD:1458"),
+    ("0.5.11", "0.5.15.post1", (_GRPC_OLD,), "0.5.11 sglang-0.5.11.dist-info/RECORD:1118; 0.5.15.post1 RECORD:1458"),
     ("0.5.16", "0.5.16", (_GRPC_OLD, "sglang.srt.multimodal._core"), "0.5.16 RECORD:1968,3268"),
-    ("0.5.17", "0.5.17", (_GRPC_OLD, "sglang.srt.multimodal._core", "sglang.srt.server._core"),
-     "0.5.17 RECORD:2091,3438,3555"),
+    (
+        "0.5.17",
+        "0.5.17",
+        (_GRPC_OLD, "sglang.srt.multimodal._core", "sglang.srt.server._core"),
+        "0.5.17 RECORD:2091,3438,3555",
+    ),
     ("0.5.18", "0.5.18", (_RX + "_grpc", _RX + "_multimodal", _RX + "_server"), "0.5.18 RECORD:3737-3739"),
-    ("0.5.19", "0.5.21", ("sglang.srt.mem_cache.rust_tree_core.mem_cache", _RX + "_grpc", _RX + "_multimodal",
-                          _RX + "_server"),
-     "0.5.19 RECORD:3494,4040-4042; 0.5.21 RECORD:4006,4605-4607"),
-    ("0.5.22", None, ("sglang.srt.mem_cache.rust_tree_core.mem_cache", _RX + "_bench", _RX + "_grpc",
-                      _RX + "_multimodal", _RX + "_server"),
-     "0.5.22 RECORD:4303,4918-4921; 0.5.23 RECORD:4718,5368-5371"),
+    (
+        "0.5.19",
+        "0.5.21",
+        ("sglang.srt.mem_cache.rust_tree_core.mem_cache", _RX + "_grpc", _RX + "_multimodal", _RX + "_server"),
+        "0.5.19 RECORD:3494,4040-4042; 0.5.21 RECORD:4006,4605-4607",
+    ),
+    (
+        "0.5.22",
+        None,
+        (
+            "sglang.srt.mem_cache.rust_tree_core.mem_cache",
+            _RX + "_bench",
+            _RX + "_grpc",
+            _RX + "_multimodal",
+            _RX + "_server",
+        ),
+        "0.5.22 RECORD:4303,4918-4921; 0.5.23 RECORD:4718,5368-5371",
+    ),
 )
 # What a source build of those extensions needs, from upstream's build files (none of them is in a wheel; from 0.5.11
 # there is no sdist): python/pyproject.toml's build requirements name setuptools-rust, which runs cargo on the crates
@@ -202,10 +228,13 @@ SERVER_FLAGS = {
     # Renamed per phase in 0.5.14 (the old name stayed as a deprecated alias, 0.5.14 server_args.py:6358), gone in
     # 0.5.20: there `--cuda-graph-max-bs` is an ambiguous prefix of -decode/-prefill and argparse refuses it.
     "cuda_graph_max_bs": (
-        (None, "0.5.13.post1", "--cuda-graph-max-bs",
-         "0.5.6 %s; 0.5.8 %s:4146; 0.5.13.post1 %s:6506" % (_SA, _SA, _SA)),
-        ("0.5.14", None, "--cuda-graph-max-bs-decode",
-         "0.5.14 %s:1939; 0.5.23 %sexec_.py:629" % (_SA, _F)),
+        (
+            None,
+            "0.5.13.post1",
+            "--cuda-graph-max-bs",
+            "0.5.6 %s; 0.5.8 %s:4146; 0.5.13.post1 %s:6506" % (_SA, _SA, _SA),
+        ),
+        ("0.5.14", None, "--cuda-graph-max-bs-decode", "0.5.14 %s:1939; 0.5.23 %sexec_.py:629" % (_SA, _F)),
     ),
 }
 # Spellings the server role also recognises in server_extra_args as one of its own options (SGLang's aliases, and
@@ -218,9 +247,21 @@ SERVER_FLAG_ALIASES = {
 }
 # Order of the options on the command line the server role writes; switches (no value) listed in SWITCHES.
 ARGV_ORDER = (
-    "model_path", "served_model_name", "tp_size", "mem_fraction_static", "host", "port", "max_running_requests",
-    "cuda_graph_max_bs", "kv_cache_dtype", "attention_backend", "enable_metrics", "nnodes", "node_rank",
-    "dist_init_addr", "dist_timeout",
+    "model_path",
+    "served_model_name",
+    "tp_size",
+    "mem_fraction_static",
+    "host",
+    "port",
+    "max_running_requests",
+    "cuda_graph_max_bs",
+    "kv_cache_dtype",
+    "attention_backend",
+    "enable_metrics",
+    "nnodes",
+    "node_rank",
+    "dist_init_addr",
+    "dist_timeout",
 )
 SWITCHES = ("enable_metrics",)
 

@@ -166,12 +166,14 @@ def _git(args, cwd, date=None, author=AUTHOR, check=True):
     if date:
         env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
     if not check:
-        proc = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True)
+        proc = subprocess.run(
+            ["git", *args], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, check=False
+        )
         return proc.stdout.strip() if proc.returncode == 0 else ""
     return run(["git", *args], cwd=cwd, env=env).strip()
 
 
-def _commit_tree(work: Path, tree_of: str, parent: str, date: str, message: str, author=REAL_AUTHOR):
+def _commit_tree(work: Path, tree_of: str, parent: str, date: str, *, message: str, author=REAL_AUTHOR):
     """A commit with the tree of `tree_of` on top of `parent`, made without touching the work tree."""
     return _git(["commit-tree", f"{tree_of}^{{tree}}", "-p", parent, "-m", message], work, date, author)
 
@@ -256,7 +258,7 @@ def _add_kernel_standin(work: Path):
 def release_branch(version: str) -> str:
     """Upstream's release branch of a version: release/v0.5.12 carries v0.5.12 and v0.5.12.postN (PR #25731:
     "cherry-pick #25699 onto release/v0.5.12 so the fix lands in a v0.5.12.postN patch release")."""
-    return "release/v" + version.split(".post")[0]
+    return "release/v" + version.split(".post", maxsplit=1)[0]
 
 
 def build_real_sglang(sources: dict, work_root: Path, dest: Path):
@@ -284,23 +286,30 @@ def build_real_sglang(sources: dict, work_root: Path, dest: Path):
         fix_file = next((f for f in FIX_FILES if (work / f).exists()), None)
         files[version] = (fix_file, (work / fix_file).read_text() if fix_file else None)
         date = f"2025-02-{n + 1:02d}T00:00:00+00:00"
-        kind = "wheel; no sdist on PyPI, pyproject.toml rebuilt from its metadata" if artifact.name.endswith(
-            ".whl") else "sdist"
+        kind = (
+            "wheel; no sdist on PyPI, pyproject.toml rebuilt from its metadata"
+            if artifact.name.endswith(".whl")
+            else "sdist"
+        )
         branch_points[version] = _commit(
             work, date, f"SGLang {version} tree (from PyPI: {artifact.name}, {kind})", None, author=REAL_AUTHOR
         )
         branch = release_branch(version)
-        parent = _git(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], work, check=False) or branch_points[version]
+        parent = (
+            _git(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], work, check=False) or branch_points[version]
+        )
         tags[f"v{version}"] = _commit_tree(
-            work, branch_points[version], parent, date.replace("T00", "T12"), f"Release v{version}"
+            work, branch_points[version], parent, date.replace("T00", "T12"), message=f"Release v{version}"
         )
         _git(["update-ref", f"refs/heads/{branch}", tags[f"v{version}"]], work)
         _git(["tag", f"v{version}", tags[f"v{version}"]], work)
     newest = list(sources)[-1]
     main = _commit(
-        work, "2025-02-28T00:00:00+00:00",
+        work,
+        "2025-02-28T00:00:00+00:00",
         f"Development continues on main after release/v{newest} was cut (tree unchanged: the v{newest} source)",
-        None, author=REAL_AUTHOR,
+        None,
+        author=REAL_AUTHOR,
     )
     fix = None
     fixed_release = next((v for v, (_f, text) in files.items() if text and has_sm120_fix(text)), None)

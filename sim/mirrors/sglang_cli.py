@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-
 import json
 import re
 import sys
@@ -170,7 +169,9 @@ def _field_arity(inner, arg):
     core = re.sub(r"^(Optional\[(.*)\]|(.*)\s*\|\s*None)$", r"\2\3", text.strip())
     if core == "bool":
         return 0
-    if re.match(r"^(List|list)\[", core) and not (arg is not None and not isinstance(arg, str) and _kw(arg, "type_parser")):
+    if re.match(r"^(List|list)\[", core) and not (
+        arg is not None and not isinstance(arg, str) and _kw(arg, "type_parser")
+    ):
         return "+"
     return 1
 
@@ -252,9 +253,7 @@ def _classes_of(wheel, module_file, wanted, seen):
         if name in local:
             node = local[name]
             bases = [ast.unparse(b) for b in node.bases]
-            out.extend(
-                _classes_of(wheel, module_file, [b for b in bases if b in local or b in imports], seen)
-            )
+            out.extend(_classes_of(wheel, module_file, [b for b in bases if b in local or b in imports], seen))
             out.append((module_file, node))
         elif name in imports:
             mod, real = imports[name]
@@ -338,5 +337,3 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
-
-

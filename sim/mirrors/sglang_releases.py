@@ -197,8 +197,9 @@ def rebuilt_pyproject(wheel: Path, tree_files, cache: Path = CACHE) -> str:
     for extra in meta.get_all("Provides-Extra") or []:
         extras.setdefault(extra, [])
     lines = [
-        f"# Rebuilt by llmops.sglang's git mirror from {wheel.name} (PyPI has no sdist of this release): [project] from",
-        f"# the wheel's METADATA and entry_points.txt, [build-system] and [tool.setuptools_scm] from {sdist_name}.",
+        f"# Rebuilt by llmops.sglang's git mirror from {wheel.name} (PyPI has no sdist of this release):",
+        "# [project] from the wheel's METADATA and entry_points.txt, [build-system] and [tool.setuptools_scm] from",
+        f"# {sdist_name}.",
         "[build-system]",
         f"requires = {_toml(build_system['requires'])}",
         f"build-backend = {_toml(build_system['build-backend'])}",
@@ -235,8 +236,9 @@ def rebuilt_pyproject(wheel: Path, tree_files, cache: Path = CACHE) -> str:
         "[tool.setuptools_scm]",
     ]
     for k, v in scm.items():
-        if k == "git_describe_command" and not any(isinstance(a, str) and a.removeprefix("python/") in tree_files
-                                                    for a in v):
+        if k == "git_describe_command" and not any(
+            isinstance(a, str) and a.removeprefix("python/") in tree_files for a in v
+        ):
             continue
         lines.append(f"{_key(k)} = {json.dumps(v)}")
     return "\n".join(lines) + "\n"
@@ -276,4 +278,3 @@ def extract_python_tree(artifact: Path, dest: Path, cache: Path = CACHE):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         path.chmod(0o755 if mode & 0o111 else 0o644)
-

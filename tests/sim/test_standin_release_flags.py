@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags as F
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,8 @@ import sglang_releases  # noqa: E402
 READY = "The server is fired up and ready to roll!"
 # The first and last release of each window of the flag whose spelling changes (cuda_graph_max_bs).
 WINDOW_EDGES = [
-    (first or F.OLDEST_CHECKED, last or F.NEWEST_CHECKED) for first, last, _flag, _ev in F.SERVER_FLAGS["cuda_graph_max_bs"]
+    (first or F.OLDEST_CHECKED, last or F.NEWEST_CHECKED)
+    for first, last, _flag, _ev in F.SERVER_FLAGS["cuda_graph_max_bs"]
 ]
 # ... and 0.5.20, from which the old spelling is refused.
 RELEASES = sorted({v for edge in WINDOW_EDGES for v in edge} | {"0.5.20"}, key=F.release_key)
@@ -32,7 +34,9 @@ RELEASES = sorted({v for edge in WINDOW_EDGES for v in edge} | {"0.5.20"}, key=F
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
     try:
-        wheels = [sglang_releases.cached_wheels().get(v) or sglang_releases.download_wheel(f"sglang=={v}") for v in RELEASES]
+        wheels = [
+            sglang_releases.cached_wheels().get(v) or sglang_releases.download_wheel(f"sglang=={v}") for v in RELEASES
+        ]
     except (RuntimeError, OSError) as e:  # no network and no cache: say so, do not pretend
         pytest.skip(f"real SGLang wheels not available: {e}")
     path = tmp_path_factory.mktemp("options") / "sim_release_options.json"

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags as F
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,9 @@ def _edges():
 
 @pytest.fixture(scope="module")
 def wheels():
-    have = {v: p for v, p in sglang_releases.cached_wheels().items() if F.release_key(v) >= F.release_key(F.OLDEST_CHECKED)}
+    have = {
+        v: p for v, p in sglang_releases.cached_wheels().items() if F.release_key(v) >= F.release_key(F.OLDEST_CHECKED)
+    }
     try:
         for v in _edges() - set(have):
             have[v] = sglang_releases.download_wheel(f"sglang=={v}")
@@ -53,7 +56,7 @@ def specs(wheels):
 
 
 def _located(spec):
-    return {n: "%s:%d" % (o["file"], o["line"]) for o in spec["options"] for n in o["names"]}
+    return {n: f"{o['file']}:{o['line']}" for o in spec["options"] for n in o["names"]}
 
 
 def test_the_edges_of_every_window_are_checked(wheels):
@@ -67,7 +70,7 @@ def test_each_release_registers_the_flags_planned_for_it(specs):
         names = set(sglang_cli.option_names(spec))
         for option in F.SERVER_FLAGS:
             assert F.server_flag(version, option) in names, (version, option)
-        argv = F.server_argv(version, values) + [F.server_flag(version, "api_key"), "k"]
+        argv = [*F.server_argv(version, values), F.server_flag(version, "api_key"), "k"]
         assert sim_release_options.check(spec, argv) is None, version
         assert spec["allow_abbrev"] is True, version
 
@@ -79,8 +82,10 @@ def test_the_old_graph_flag_is_ambiguous_from_020_and_the_new_one_unknown_before
         k = F.release_key(version)
         assert (old is None) == (k < F.release_key("0.5.20")), (version, old)
         if old:
-            assert old == "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, " \
-                          "--cuda-graph-max-bs-prefill"
+            assert (
+                old == "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                "--cuda-graph-max-bs-prefill"
+            )
         assert (new is None) == (k >= F.release_key("0.5.14")), (version, new)
 
 
@@ -114,7 +119,7 @@ def test_sm120_fix_file_and_presence_per_release(wheels):
         assert bool(m) == fix["carried"], version
         for windows in (F.FIX_FILE_WINDOWS, F.FIX_CARRIED_WINDOWS):
             for _f, _l, _v, evidence in windows:
-                for ev_version, ev_file, line in re.findall(r"(\S+) (sglang/\S+\.py|same file):(\d+)", evidence):
+                for ev_version, _ev_file, line in re.findall(r"(\S+) (sglang/\S+\.py|same file):(\d+)", evidence):
                     if ev_version == version:
                         assert m and text[: m.start()].count("\n") + 1 == int(line), (version, evidence)
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags
 
 ROOT = Path(__file__).resolve().parents[2]

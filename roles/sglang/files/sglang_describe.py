@@ -47,10 +47,13 @@ def describe():
         base = git("merge-base", tag, "HEAD")
         if not base:
             continue
-        if near_tag and subprocess.run(["git", "merge-base", "--is-ancestor", near_tag, base]).returncode != 0:
+        if (
+            near_tag
+            and subprocess.run(["git", "merge-base", "--is-ancestor", near_tag, base], check=False).returncode != 0
+        ):
             continue
         distance = git("rev-list", "--count", base + "..HEAD")
-        return "%s-%s-g%s" % (tag, distance, git("rev-parse", "--short", "HEAD")), "branch point of " + tag
+        return "{}-{}-g{}".format(tag, distance, git("rev-parse", "--short", "HEAD")), "branch point of " + tag
     return near, "nearest tag"
 
 
@@ -58,12 +61,20 @@ def main():
     out, how = describe()
     if "--json" in sys.argv:
         m = re.match(r"^(v[^-]+)(?:-(\d+)-g([0-9a-f]+))?$", out or "")
-        print(json.dumps({"describe": out, "how": how, "tag": m.group(1) if m else None,
-                          "release": m.group(1)[1:] if m else None,
-                          "distance": int(m.group(2) or 0) if m else None}))
+        print(
+            json.dumps(
+                {
+                    "describe": out,
+                    "how": how,
+                    "tag": m.group(1) if m else None,
+                    "release": m.group(1)[1:] if m else None,
+                    "distance": int(m.group(2) or 0) if m else None,
+                }
+            )
+        )
         return 0
     if not out:
-        sys.stderr.write("sglang_describe: %s\n" % how)
+        sys.stderr.write(f"sglang_describe: {how}\n")
         return 1
     print(out)
     return 0

@@ -40,7 +40,7 @@ def reachable(url, timeout):
         with urllib.request.urlopen(urllib.request.Request(url.rstrip("/") + "/config.json"), timeout=timeout) as r:
             return r.status < 400, None
     except Exception as exc:  # any failure is the finding, reported in one line
-        return False, " ".join(("%s: %s" % (type(exc).__name__, exc)).split())
+        return False, " ".join((f"{type(exc).__name__}: {exc}").split())
 
 
 def main():
@@ -62,21 +62,25 @@ def main():
     )
     cargo, rustc = tool("cargo"), tool("rustc")
     ok, why = reachable(index_url, timeout) if index_url else (True, None)
-    print(json.dumps({
-        "workspace": (rust / "Cargo.toml").is_file(),
-        "crates": len(manifests),
-        "declared": bool(declared),
-        "switch": setup_py.is_file() and "SGLANG_BUILD_RUST_EXTS" in setup_py.read_text(errors="replace"),
-        "channel": channel,
-        "cargo": cargo and version_of(cargo),
-        "rustc": rustc and version_of(rustc),
-        "cc": bool(tool("cc") or tool("gcc")),
-        "protoc_needed": protobuf and not vendored,
-        "protoc": bool(tool("protoc")),
-        "index_url": index_url,
-        "index_reachable": ok,
-        "index_error": why,
-    }))
+    print(
+        json.dumps(
+            {
+                "workspace": (rust / "Cargo.toml").is_file(),
+                "crates": len(manifests),
+                "declared": bool(declared),
+                "switch": setup_py.is_file() and "SGLANG_BUILD_RUST_EXTS" in setup_py.read_text(errors="replace"),
+                "channel": channel,
+                "cargo": cargo and version_of(cargo),
+                "rustc": rustc and version_of(rustc),
+                "cc": bool(tool("cc") or tool("gcc")),
+                "protoc_needed": protobuf and not vendored,
+                "protoc": bool(tool("protoc")),
+                "index_url": index_url,
+                "index_reachable": ok,
+                "index_error": why,
+            }
+        )
+    )
     return 0
 
 

@@ -63,11 +63,11 @@ def parser(spec) -> argparse.ArgumentParser:
             continue
         arity = opt["arity"]
         if arity == 0:
-            p.add_argument(*names, dest="o%d" % i, action="store_true")
+            p.add_argument(*names, dest=f"o{i}", action="store_true")
         elif arity == 1:
-            p.add_argument(*names, dest="o%d" % i)
+            p.add_argument(*names, dest=f"o{i}")
         else:
-            p.add_argument(*names, dest="o%d" % i, nargs=arity)
+            p.add_argument(*names, dest=f"o{i}", nargs=arity)
     return p
 
 
@@ -88,8 +88,8 @@ def enforce(argv) -> str | None:
     if table is None:
         if wanted:
             sys.stderr.write(
-                "stand-in: SGLANG_SIM_RELEASE=%s but no option table (sim_release_options.json, written by the mirror "
-                "build, or SGLANG_SIM_RELEASE_OPTIONS)\n" % wanted
+                f"stand-in: SGLANG_SIM_RELEASE={wanted} but no option table (sim_release_options.json, written by "
+                "the mirror build, or SGLANG_SIM_RELEASE_OPTIONS)\n"
             )
             raise SystemExit(2)
         return None
@@ -97,12 +97,12 @@ def enforce(argv) -> str | None:
     spec = table["releases"].get(release)
     if spec is None:
         sys.stderr.write(
-            "stand-in: no option table for SGLang %s (have %s)\n" % (release, ", ".join(sorted(table["releases"])))
+            "stand-in: no option table for SGLang {} (have {})\n".format(release, ", ".join(sorted(table["releases"])))
         )
         raise SystemExit(2)
     error = check(spec, argv)
     if error:
         prog = spec.get("prog") or "launch_server.py"
-        sys.stderr.write("usage: %s [-h] ...\n%s: error: %s\n" % (prog, prog, error))
+        sys.stderr.write(f"usage: {prog} [-h] ...\n{prog}: error: {error}\n")
         raise SystemExit(2)
     return release
