@@ -7,7 +7,8 @@
 # makes a commit on an old release branch claim the newest release. This answers:
 #   1. HEAD has a version tag: that tag (v0.5.9);
 #   2. else the nearest tag HEAD contains (git describe), unless a higher tag exists whose merge-base with HEAD
-#      descends from that one: then HEAD is on main past that release's branch point, and the answer is that tag
+#      descends from that one and is not HEAD itself: then HEAD is on main past that release's branch point, and the
+#      answer is that tag
 #      with the distance from the merge-base (v0.5.23-1-gabc1234 -> setuptools-scm 0.5.24.dev1+gabc1234);
 #   3. no tag in reach: the highest tag with the distance from the merge-base, or nothing (setuptools-scm then falls
 #      back to 0.0.0, which the role refuses).
@@ -41,11 +42,12 @@ def describe():
         return "", "no version tags"
     near = git("describe", "--tags", "--long", "--match", "v*.*.*")
     near_tag = near.rsplit("-", 2)[0] if near else ""
+    head = git("rev-parse", "HEAD")
     for tag in reversed(tags):
         if near_tag and key(tag) <= key(near_tag):
             return near, "nearest tag"
         base = git("merge-base", tag, "HEAD")
-        if not base:
+        if not base or base == head:  # unrelated, or a tag made after HEAD on HEAD's own branch
             continue
         if (
             near_tag
