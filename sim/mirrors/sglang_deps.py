@@ -91,16 +91,24 @@ def _module_level_imports(tree, package: str, is_package: bool):
 def import_requirements(sdist: Path, cache: Path = CACHE) -> list:
     """The requirements (as the release declares them) of the third-party modules `import sglang` loads; the answer
     is cached per sdist and version of this file (reading an sdist takes about a second)."""
-    key = hashlib.sha256(Path(__file__).read_bytes() + sdist.read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256(
+        Path(__file__).read_bytes() + (Path(__file__).parent / "sglang_releases.py").read_bytes() + sdist.read_bytes()
+    ).hexdigest()[:16]
     memo = cache / f"requirements-{sdist.name}-{key}.json"
     if memo.is_file():
-        return json.loads(memo.read_text())
-    reqs = _scan(sdist)
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(reqs) + "\n")
-    os.replace(tmp, memo)
-    return reqs
+        answer = json.loads(memo.read_text())
+    else:
+        try:
+            answer = _scan(sdist)
+        except ValueError as e:  # remembered too: reading a 40 MB wheel again on every mirror build costs ~30 s
+            answer = {"error": str(e)}
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(answer) + "\n")
+        os.replace(tmp, memo)
+    if isinstance(answer, dict):
+        raise ValueError(answer["error"])
+    return answer
 
 
 def _scan(sdist: Path) -> list:
