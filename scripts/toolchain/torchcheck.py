@@ -1,0 +1,159 @@
+"""torch, real: the role's torch check (roles/python_env/files/torch_check.py) against the real torch wheels.
+
+- torch 2.9.1 as the python_env role pins it (python_env_torch_version). PyPI's Linux x86_64 wheel of 2.9.1 is the
+  CUDA 12.8 build (torch.version.cuda == "12.8", Requires-Dist nvidia-*-cu12 12.8), i.e. the variant the role picks
+  for a CUDA 12.8 toolkit (build_plan.torch_variant("12.8") == "cu128"); the PyTorch per-variant index the role uses
+  is not reachable from here. It is installed with its dependencies (the nvidia-*-cu12 wheels), as on a host.
+- torch 2.7.1, PyPI's CUDA 12.6 build (cu126: no sm_120 kernels), for the refusal. Installed without its own
+  nvidia-* dependencies: its CUDA libraries are resolved from the 2.9.1 environment (same sonames, libcudart.so.12,
+  libcudnn.so.9, ...), which saves about 3 GB of downloads; torch.version.cuda and the arch list it reports are
+  compiled into the wheel itself.
+
+Wheels are downloaded once into TOOLCHAIN_CACHE/wheels/<name> and installed from there, so the figures separate
+download from install. Heavy (about 4 GB of downloads and 7 GB installed for 2.9.1): `make toolchain-check`, not
+`make test`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import cache
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECK = ROOT / "roles" / "python_env" / "files" / "torch_check.py"
+RTX = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+# (GPU sm, name) checked against the real arch lists; L40S (sm_89) and GB10 (sm_121) are covered by same-major SASS.
+GPUS = {
+    "sm_120": RTX,
+    "sm_121": "NVIDIA GB10",
+    "sm_100": "NVIDIA B200",
+    "sm_90": "NVIDIA H100 80GB HBM3",
+    "sm_89": "NVIDIA L40S",
+}
+
+
+def _download(spec: str, name: str, deps=True) -> dict:
+    dest = cache.CACHE / "wheels" / name
+    done = dest / ".llmops-done"
+    if done.is_file():
+        return json.loads(done.read_text())
+    dest.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    cache._run([sys.executable, "-m", "pip", "download", "-q", *([] if deps else ["--no-deps"]), "-d", str(dest), spec])
+    info = {
+        "spec": spec,
+        "wheels": len(list(dest.glob("*.whl"))),
+        "bytes": sum(p.stat().st_size for p in dest.glob("*.whl")),
+        "download_seconds": round(time.monotonic() - start, 1),
+    }
+    done.write_text(json.dumps(info))
+    return info
+
+
+def _install(name: str, spec: str, wheels: Path, deps=True, extra_site=None) -> dict:
+    root = cache.CACHE / "venvs" / name
+    done = root / ".llmops-done"
+    if done.is_file():
+        return json.loads(done.read_text())
+    start = time.monotonic()
+    cache._run([sys.executable, "-m", "venv", "--clear", str(root)])
+    py = root / "bin" / "python"
+    args = ["--no-index", "--find-links", str(wheels)]
+    if not deps:
+        # torch's pure-Python requirements, from the 2.9.1 download (same names)
+        reqs = ["filelock", "typing-extensions", "sympy", "networkx", "jinja2", "fsspec"]
+        cache._run([str(py), "-m", "pip", "install", "-q", *args, "--find-links", str(extra_site["wheels"]), *reqs])
+        args.append("--no-deps")
+    cache._run([str(py), "-m", "pip", "install", "-q", *args, spec])
+    if extra_site:
+        site = next(root.glob("lib/python*/site-packages"))
+        (site / "llmops-cuda-libs.pth").write_text(str(extra_site["site"]) + "\n")
+    size = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True, check=True).stdout.split()[0])
+    info = {"python": str(py), "install_seconds": round(time.monotonic() - start, 1), "bytes": size}
+    done.write_text(json.dumps(info))
+    return info
+
+
+def check(python: str, sms, cuda: str) -> dict:
+    """Run the role's torch_check.py with this Python; (exit status, JSON, stderr, seconds)."""
+    argv = [python, str(CHECK), "--cuda", cuda]
+    for sm in sms:
+        argv += [f"--gpu-sm={sm}", f"--gpu-name={GPUS.get(sm, sm)}"]
+    start = time.monotonic()
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, check=False, timeout=600, env=dict(os.environ, PYTHONWARNINGS="ignore")
+    )
+    return {
+        "gpus": list(sms),
+        "cuda": cuda,
+        "rc": proc.returncode,
+        "result": json.loads(proc.stdout) if proc.stdout.strip() else None,
+        "stderr": proc.stderr.strip(),
+        "seconds": round(time.monotonic() - start, 1),
+    }
+
+
+def torch_cmake_step(python: str) -> bool:
+    """Whether the real torch's CMake package still turns CMAKE_CUDA_ARCHITECTURES off (see sglkernel_cmake)."""
+    from . import sglkernel_cmake
+
+    site = subprocess.run(
+        [python, "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    text = (Path(site) / "share" / "cmake" / "Caffe2" / "public" / "cuda.cmake").read_text()
+    return "if(DEFINED CMAKE_CUDA_ARCHITECTURES)" in text and sglkernel_cmake.TORCH_STEP_MARK in text
+
+
+def run() -> dict:
+    new = _download("torch==2.9.1", "torch-2.9.1")
+    new_env = _install("torch-2.9.1", "torch==2.9.1", cache.CACHE / "wheels" / "torch-2.9.1")
+    old = _download("torch==2.7.1", "torch-2.7.1", deps=False)
+    site = next((cache.CACHE / "venvs" / "torch-2.9.1").glob("lib/python*/site-packages"))
+    old_env = _install(
+        "torch-2.7.1",
+        "torch==2.7.1",
+        cache.CACHE / "wheels" / "torch-2.7.1",
+        deps=False,
+        extra_site={"site": site, "wheels": cache.CACHE / "wheels" / "torch-2.9.1"},
+    )
+    checks = [check(new_env["python"], [sm], "12.8") for sm in GPUS]
+    checks.append(check(new_env["python"], list(GPUS), "12.8"))
+    checks.append(check(new_env["python"], ["sm_120"], "13.0"))  # a cu128 torch beside a CUDA 13.0 toolkit
+    checks.append(check(old_env["python"], ["sm_120"], "12.6"))  # the cu126 torch for an RTX PRO 6000
+    ok = (
+        all(c["rc"] == 0 for c in checks[: len(GPUS) + 1])
+        and checks[-2]["rc"] == 1
+        and checks[-1]["rc"] == 1
+        and checks[0]["result"]["cuda"] == "12.8"
+        and checks[-1]["result"]["cuda"] == "12.6"
+        and "sm_120" in checks[-1]["result"]["missing"]
+        and all(c["stderr"].count("\n") == 0 for c in checks)
+    )
+    # flash-attn without a token it knows: setup.py passes no -gencode and torch's BuildExtension decides.
+    from . import archprobe
+
+    home = cache.cuda_toolkit("13.0")
+    fallback = []
+    for env in ({}, {"TORCH_CUDA_ARCH_LIST": "8.6"}):
+        try:
+            got = archprobe.flash_attn_flags(home, "86", real_torch_python=new_env["python"], **env)
+            fallback.append({"env": env, "setup_gencode": got["gencode"], "torch_adds": got["torch_adds"]})
+        except cache.ToolchainError as e:
+            fallback.append({"env": env, "error": str(e)})
+    return {
+        "flash_attn_archs_86_fallback": fallback,
+        "torch_2_9_1": {**new, **new_env},
+        "torch_2_7_1": {**old, **old_env},
+        "torch_cmake_turns_cuda_architectures_off": torch_cmake_step(new_env["python"]),
+        "checks": checks,
+        "ok": ok,
+    }
