@@ -1,17 +1,53 @@
 """python -m toolchain [sm120|arch|cmake|torch|all] (from scripts/): run the real-toolchain proofs, print their tables.
 
 No argument: sm120, arch and cmake (what `make test` checks too); `all` adds torch (several GB: make toolchain-check).
+`ci`: `all`, once per change of the pins (pins_key()): skipped when TOOLCHAIN_CACHE holds a pass for the same pins.
 """
 
+import hashlib
 import json
+import re
 import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 
 from . import archprobe, cache, sglkernel_cmake, sm120
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pins_key() -> tuple:
+    """(sha256[:16], pins): the versions the checks depend on -- torch and flash-attn as the roles pin them, the CUDA
+    wheels and the toolchain code itself."""
+    pins = {}
+    for rel, var in (
+        ("roles/python_env/defaults/main.yml", "python_env_torch_version"),
+        ("roles/flash_attn/defaults/main.yml", "flash_attn_version"),
+    ):
+        m = re.search(rf"^{var}:\s*\"?([^\"\s]+)", (ROOT / rel).read_text(), re.M)
+        pins[var] = m.group(1) if m else None
+    pins["cuda_wheels"] = cache.CUDA_WHEELS
+    code = [*sorted(Path(__file__).parent.glob("*.py")), ROOT / "roles" / "python_env" / "files" / "torch_check.py"]
+    pins["code"] = hashlib.sha256(b"".join(p.read_bytes() for p in code)).hexdigest()
+    return hashlib.sha256(json.dumps(pins, sort_keys=True).encode()).hexdigest()[:16], pins
 
 
 def main(argv=None):
     what = (argv if argv is not None else sys.argv[1:]) or ["sm120", "arch", "cmake"]
+    if what == ["ci"]:
+        key, pins = pins_key()
+        stamp = cache.CACHE / f"toolchain-check-{key}.json"
+        if stamp.is_file():
+            print(f"toolchain-check: pins unchanged ({key}, passed {json.loads(stamp.read_text())['passed']}), skipped")
+            return 0
+        rc = main(["all"])
+        if rc == 0:
+            cache.CACHE.mkdir(parents=True, exist_ok=True)
+            stamp.write_text(
+                json.dumps({"passed": datetime.now(UTC).isoformat(timespec="seconds"), "pins": pins}, indent=1) + "\n"
+            )
+        return rc
     if "all" in what:
         what = ["sm120", "arch", "cmake", "torch"]
     failed = False

@@ -151,8 +151,8 @@ def run() -> dict:
             fallback.append({"env": env, "error": str(e)})
     return {
         "flash_attn_archs_86_fallback": fallback,
-        "torch_2_9_1": {**new, **new_env},
-        "torch_2_7_1": {**old, **old_env},
+        "torch_2_9_1": {"download": new, "install": new_env},
+        "torch_2_7_1": {"download": old, "install": old_env},
         "torch_cmake_turns_cuda_architectures_off": torch_cmake_step(new_env["python"]),
         "checks": checks,
         "ok": ok,
