@@ -154,3 +154,10 @@ def test_cmake_cuda_architectures_adds_ptx_and_sass_to_every_library_unless_torc
     assert got[True]["flash_ops"]["elf"] == ["sm_90a"] and not got[True]["flash_ops"]["ptx"]
     for target in sglkernel_cmake.TARGETS:
         assert "sm_120a" in got[False][target]["elf"] and got[False][target]["ptx"] == ["sm_120a"]
+
+
+def test_probe_reads_the_capability_in_every_spelling_the_roles_use():
+    cap = _PROBE_DEFAULTS["_capability"]
+    assert {cap(s) for s in ("120", "12.0", "sm_120", "12.0a")} == {(12, 0)} and cap("121") == (12, 1)
+    with pytest.raises(_PROBE_DEFAULTS["ProbeError"], match="expected a compute capability"):
+        cap("twelve")

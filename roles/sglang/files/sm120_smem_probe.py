@@ -334,6 +334,18 @@ def probe(
     }
 
 
+def _capability(text):
+    """'12.0', '120', 'sm_120', '12.0a' -> (12, 0): the spellings gpu_facts, nvidia-smi and CMake use."""
+    digits = text.strip().lower().removeprefix("sm_").rstrip("af")
+    try:
+        if "." in digits:
+            major, minor = digits.split(".", 1)
+            return int(major), int(minor)
+        return int(digits[:-1]), int(digits[-1])
+    except ValueError:
+        raise ProbeError(f"--capability: expected a compute capability such as 12.0 or 120, found {text!r}") from None
+
+
 def _dims(text):
     out = []
     for part in text.split(","):
@@ -353,8 +365,7 @@ def main(argv=None):
     p.add_argument("--torch", default="auto", choices=("auto", "real", "standin"))
     a = p.parse_args(argv)
     try:
-        major, _, minor = a.capability.partition(".")
-        cap = (int(major), int(minor or 0))
+        cap = _capability(a.capability)
         start = time.monotonic()
         out = probe(
             a.tree,
