@@ -61,3 +61,17 @@ def test_script_writes_flashmla_cmake_next_to_the_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["libraries"]["flashmla_ops (FlashMLA)"]["kept"] == ["sm_100a"]
     assert "compute_90a" not in (tmp_path / "cmake" / "flashmla.cmake").read_text()
+
+
+def test_flashmla_cmake_clone_is_listed_and_mirrored_too():
+    # upstream's cmake/flashmla.cmake clones FlashMLA itself (FetchContent): the reachability check and the mirror
+    # must see it as well as the CMakeLists.txt ones.
+    flashmla = (
+        "FetchContent_Declare(\n    repo-flashmla\n    GIT_REPOSITORY https://github.com/sgl-project/FlashMLA\n)\n"
+    )
+    text = sglkernel_cmake.CMAKELISTS.replace("@TORCH_STEP@", "")
+    _, summary, files = scope_mod.scope(
+        text, [SM["90a"]], "http://mirror.test/git", extra={"cmake/flashmla.cmake": flashmla + sglkernel_cmake.FLASHMLA}
+    )
+    assert summary["repositories"] == ["http://mirror.test/git/sgl-project/FlashMLA.git"]
+    assert "GIT_REPOSITORY http://mirror.test/git/sgl-project/FlashMLA.git" in files["cmake/flashmla.cmake"]

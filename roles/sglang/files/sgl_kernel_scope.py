@@ -82,6 +82,17 @@ def _own_lists(text, codes, libraries, where):
     return "".join(out), removed
 
 
+def _repository(line, git_mirror):
+    """(the line, with its GitHub GIT_REPOSITORY pointed at the mirror when one is given; the URL) or (line, None)."""
+    r = REPO.match(line)
+    if not r:
+        return line, None
+    if not git_mirror:
+        return line, line.split()[1].strip('"')
+    url = f"{git_mirror.rstrip('/')}/{r.group(2)}/{r.group(3)}.git"
+    return f"{r.group(1)}{url}\n", url
+
+
 def scope(text, gencodes, git_mirror="", extra=None):
     """Scope CMakeLists.txt `text` (and `extra`: {relative path: text} of included files, e.g. cmake/flashmla.cmake).
 
@@ -98,14 +109,10 @@ def scope(text, gencodes, git_mirror="", extra=None):
         if block == FLAGS and GENCODE_LINE.match(line):
             removed.append(line.strip().split()[0].strip('"'))
             continue
-        r = REPO.match(line)
-        if r:
-            url = f"{git_mirror.rstrip('/')}/{r.group(2)}/{r.group(3)}.git" if git_mirror else line.split()[1]
-            repos.append(url.strip('"'))
-            if git_mirror:
-                out.append(f"{r.group(1)}{url}\n")
-                continue
-        out.append(line)
+        rewritten, url = _repository(line, git_mirror)
+        if url:
+            repos.append(url)
+        out.append(rewritten)
     if not inserted or not removed:
         raise ValueError(
             f"expected a set({FLAGS} ...) block with -gencode lines in sgl-kernel's CMakeLists.txt, found "
@@ -124,18 +131,9 @@ def scope(text, gencodes, git_mirror="", extra=None):
     new, own_removed = _own_lists("".join(out), codes, libraries, "CMakeLists.txt")
     files = {}
     for rel, original in (extra or {}).items():
-        body = original
-        if git_mirror:
-            body = "".join(
-                f"{m.group(1)}{git_mirror.rstrip('/')}/{m.group(2)}/{m.group(3)}.git\n" if (m := REPO.match(x)) else x
-                for x in body.splitlines(keepends=True)
-            )
-        repos.extend(
-            (f"{git_mirror.rstrip('/')}/{m.group(2)}/{m.group(3)}.git" if git_mirror else x.split()[1].strip('"'))
-            for x in body.splitlines()
-            if (m := REPO.match(x))
-        )
-        files[rel], more = _own_lists(body, codes, libraries, rel)
+        lines = [_repository(x, git_mirror) for x in original.splitlines(keepends=True)]
+        repos.extend(url for _, url in lines if url)
+        files[rel], more = _own_lists("".join(x for x, _ in lines), codes, libraries, rel)
         own_removed += more
     summary = {
         "removed": removed,
