@@ -138,6 +138,29 @@ def run() -> dict:
         and "sm_120" in checks[-1]["result"]["missing"]
         and all(c["stderr"].count("\n") == 0 for c in checks)
     )
+    # The SM120 probe as the role runs it on a builder: with the real torch (patched capability) and the Triton that
+    # torch brought along; it must agree with the stand-in-torch run of make test byte for byte.
+    from . import sm120
+
+    probe_env = dict(os.environ, TRITON_CACHE_DIR=str(cache.CACHE / "triton-cache"), PYTHONWARNINGS="ignore")
+    sm120_real = {}
+    for label, tree in sm120.trees()[:3]:
+        rows = {}
+        for mode, py in (("real", new_env["python"]), ("standin", str(cache.triton_python()[0]))):
+            proc = subprocess.run(
+                [py, str(sm120.PROBE), "--tree", str(tree), "--torch", mode, "--capability", "120"],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=1800,
+                env=probe_env,
+            )
+            rows[mode] = json.loads(proc.stdout) if proc.stdout.strip() else {"error": proc.stderr.strip()}
+        sm120_real[label] = {
+            "torch": rows["real"].get("torch"),
+            "shared": [r["shared"] for r in rows["real"].get("rows", [])],
+            "agrees_with_standin": rows["real"].get("rows") == rows["standin"].get("rows"),
+        }
     # flash-attn without a token it knows: setup.py passes no -gencode and torch's BuildExtension decides.
     from . import archprobe
 
@@ -149,7 +172,9 @@ def run() -> dict:
             fallback.append({"env": env, "setup_gencode": got["gencode"], "torch_adds": got["torch_adds"]})
         except cache.ToolchainError as e:
             fallback.append({"env": env, "error": str(e)})
+    ok = ok and all(v["agrees_with_standin"] and v["shared"] for v in sm120_real.values())
     return {
+        "sm120_probe_with_real_torch": sm120_real,
         "flash_attn_archs_86_fallback": fallback,
         "torch_2_9_1": {"download": new, "install": new_env},
         "torch_2_7_1": {"download": old, "install": old_env},
