@@ -99,6 +99,60 @@ def check(python: str, sms, cuda: str) -> dict:
     }
 
 
+ROLE_TASKS = (
+    "Read what the installed torch was built for and check it against the GPUs and the toolkit",
+    "Keep what torch reported",
+    "Refuse a torch build that does not match the GPUs' architecture or the CUDA toolkit",
+)
+
+
+def role_tasks(venv: Path, cuda: str, sm="sm_120", name=RTX) -> dict:
+    """The python_env role's own torch tasks, taken from roles/python_env/tasks/main.yml as they are at run time,
+    run by ansible-playbook (local connection) against this virtualenv: {'rc', 'msg'}."""
+    import tempfile
+
+    import yaml
+
+    tasks = yaml.safe_load((ROOT / "roles" / "python_env" / "tasks" / "main.yml").read_text())
+    picked = [t for t in tasks if t.get("name") in ROLE_TASKS]
+    if len(picked) != len(ROLE_TASKS):
+        raise cache.ToolchainError(f"expected the tasks {ROLE_TASKS} in roles/python_env/tasks/main.yml")
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": picked,
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "python_env_venv": str(venv),
+                "python_env_cuda_resolved": cuda,
+                "python_env_torch_version": "unused",
+                "python_env_torch_variant_resolved": "unused",
+                "python_env_gpu": {"gpus": [{"sm": sm, "name": name}], "sm_list": [sm]},
+            },
+        }
+    ]
+    with tempfile.TemporaryDirectory(prefix="llmops-torch-role-") as tmp:
+        (Path(tmp) / "files").mkdir()
+        (Path(tmp) / "files" / "torch_check.py").symlink_to(CHECK)  # the role's files/, found next to the play
+        (Path(tmp) / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+        proc = subprocess.run(
+            [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "play.yml"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=900,
+            env=dict(os.environ, PYTHONWARNINGS="ignore", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg")),
+        )
+    out = proc.stdout + proc.stderr
+    msg = next(
+        (line.split('"msg": ', 1)[1].rstrip("}").strip('"') for line in out.splitlines() if '"msg": ' in line), ""
+    )
+    return {"rc": proc.returncode, "msg": msg, "traceback": "Traceback" in out}
+
+
 def torch_cmake_step(python: str) -> bool:
     """Whether the real torch's CMake package still turns CMAKE_CUDA_ARCHITECTURES off (see sglkernel_cmake)."""
     from . import sglkernel_cmake
@@ -173,7 +227,15 @@ def run() -> dict:
         except cache.ToolchainError as e:
             fallback.append({"env": env, "error": str(e)})
     ok = ok and all(v["agrees_with_standin"] and v["shared"] for v in sm120_real.values())
+    role = {
+        "2.9.1+cu128 for sm_120, CUDA 12.8": role_tasks(cache.CACHE / "venvs" / "torch-2.9.1", "12.8"),
+        "2.7.1+cu126 for sm_120, CUDA 12.6": role_tasks(cache.CACHE / "venvs" / "torch-2.7.1", "12.6"),
+    }
+    accepted, refused = role.values()
+    ok = ok and accepted["rc"] == 0 and refused["rc"] != 0 and not refused["traceback"]
+    ok = ok and refused["msg"].startswith("torch 2.7.1+cu126 has no kernels for sm_120")
     return {
+        "role_tasks": role,
         "sm120_probe_with_real_torch": sm120_real,
         "flash_attn_archs_86_fallback": fallback,
         "torch_2_9_1": {"download": new, "install": new_env},
