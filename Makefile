@@ -28,7 +28,7 @@ docs: venv
 
 help:
 	@sed -n '1,5p' Makefile | sed 's/^# \{0,1\}//'
-	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock"
+	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock toolchain-check"
 
 setup: host-packages venv ## idempotent: installs only what is missing
 
@@ -143,3 +143,13 @@ pci-ids:
 	@python3 sim/gpu/pci_ids.py >/dev/null && echo "setup: PCI id database from Debian's pci.ids package cached"
 	@python3 -c 'import sys; sys.path.insert(0, "sim/mirrors"); import driver_graph; driver_graph.debian_stanzas()' \
 	  && echo "setup: Debian's NVIDIA driver packaging metadata cached"
+# --- real toolchains, no GPU (issue 27): Triton, nvcc, CMake, flash-attn's setup.py, torch (docs/builds.md) ---------
+# Everything comes from the package registries through pip and is cached in TOOLCHAIN_CACHE. `make test` runs the
+# compile proofs (tests/unit/test_toolchain_real.py); toolchain-check adds the real torch wheels (about 5 GB of
+# downloads, 7 GB installed the first time): CI runs it once per change of the pins.
+export TOOLCHAIN_CACHE ?= /var/cache/llmops-toolchain
+.PHONY: toolchain-check toolchain-check-ci
+toolchain-check: venv ## sm120 table, fatbinaries per fleet, sgl-kernel's libraries, the real torch check
+	cd scripts && ../$(BIN)/python -m toolchain all
+toolchain-check-ci: venv ## the same, once per change of the pins (a pass is stamped in TOOLCHAIN_CACHE); .ci/run
+	cd scripts && ../$(BIN)/python -m toolchain ci
