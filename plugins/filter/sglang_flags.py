@@ -1,4 +1,4 @@
-# Copyright: (c) llmops.sglang contributors
+# Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
 """llmops.sglang.sglang_release_layout, sglang_server_argv, sglang_own_flags (docs: plugins/filter/*.yml).
 

@@ -1,3 +1,5 @@
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 """Read what the installed torch was built for and refuse a torch that does not match the GPUs or the CUDA toolkit.
 
 Run by the llmops.sglang.python_env role with the service virtualenv's Python after installing torch, and by

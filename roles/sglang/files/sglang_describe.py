@@ -1,3 +1,5 @@
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 # Managed by llmops.sglang (roles/sglang). The `git describe` of an SGLang checkout that setuptools-scm turns into
 # its version (SETUPTOOLS_SCM_OVERRIDES_FOR_SGLANG git_describe_command), for upstream's tagging:
 #

@@ -1,3 +1,5 @@
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 # Managed by llmops.sglang (roles/sglang). What a source build of an SGLang checkout's compiled (Rust/PyO3)
 # extensions needs, read from the checkout and the build host; prints one JSON object, changes nothing.
 #

@@ -1,3 +1,5 @@
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 """Prove SGLang's extend-attention kernel fits an SM120 GPU's shared memory by compiling it with the real Triton.
 
 Run by the llmops.sglang.sglang role on the builder with the build virtualenv's Python (when triton imports there),
