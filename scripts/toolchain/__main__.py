@@ -1,7 +1,8 @@
 """python -m toolchain [sm120|arch|cmake|torch|all] (from scripts/): run the real-toolchain proofs, print their tables.
 
 No argument: sm120, arch and cmake (what `make test` checks too); `all` adds torch (several GB: make toolchain-check).
-`ci`: `all`, once per change of the pins (pins_key()): skipped when TOOLCHAIN_CACHE holds a pass for the same pins.
+`ci`: `all`, once per change of the pins (pins_key()): skipped when .ci/toolchain-check.passed (committed) or
+TOOLCHAIN_CACHE holds a pass for the same pins.
 """
 
 import hashlib
@@ -33,19 +34,39 @@ def pins_key() -> tuple:
     return hashlib.sha256(json.dumps(pins, sort_keys=True).encode()).hexdigest()[:16], pins
 
 
+RECORD = ROOT / ".ci" / "toolchain-check.passed"
+
+
+def _recorded_passes() -> dict:
+    """{pins key: date} of committed passes: one line per pass, 'KEY DATE SECONDS', written by `ci` after a pass.
+    A fresh CI machine has no TOOLCHAIN_CACHE, so this file is what makes the check run once per change of the pins."""
+    if not RECORD.is_file():
+        return {}
+    return {ln.split()[0]: ln.split()[1] for ln in RECORD.read_text().splitlines() if len(ln.split()) >= 2}
+
+
 def main(argv=None):
     what = (argv if argv is not None else sys.argv[1:]) or ["sm120", "arch", "cmake"]
     if what == ["ci"]:
         key, pins = pins_key()
         stamp = cache.CACHE / f"toolchain-check-{key}.json"
+        passed = _recorded_passes()
+        if key in passed:
+            print(f"toolchain-check: pins unchanged ({key}, passed {passed[key]} per {RECORD.relative_to(ROOT)}), skipped")
+            return 0
         if stamp.is_file():
             print(f"toolchain-check: pins unchanged ({key}, passed {json.loads(stamp.read_text())['passed']}), skipped")
             return 0
+        start = time.monotonic()
         rc = main(["all"])
         if rc == 0:
+            when = datetime.now(UTC).isoformat(timespec="seconds")
             cache.CACHE.mkdir(parents=True, exist_ok=True)
-            stamp.write_text(
-                json.dumps({"passed": datetime.now(UTC).isoformat(timespec="seconds"), "pins": pins}, indent=1) + "\n"
+            stamp.write_text(json.dumps({"passed": when, "pins": pins}, indent=1) + "\n")
+            with RECORD.open("a") as f:
+                f.write(f"{key} {when} {round(time.monotonic() - start)}s\n")
+            print(
+                f"toolchain-check: passed for pins {key}; commit {RECORD.relative_to(ROOT)} so CI skips these pins"
             )
         return rc
     if "all" in what:
