@@ -52,7 +52,9 @@ def main(argv=None):
         stamp = cache.CACHE / f"toolchain-check-{key}.json"
         passed = _recorded_passes()
         if key in passed:
-            print(f"toolchain-check: pins unchanged ({key}, passed {passed[key]} per {RECORD.relative_to(ROOT)}), skipped")
+            print(
+                f"toolchain-check: pins unchanged ({key}, passed {passed[key]} per {RECORD.relative_to(ROOT)}), skipped"
+            )
             return 0
         if stamp.is_file():
             print(f"toolchain-check: pins unchanged ({key}, passed {json.loads(stamp.read_text())['passed']}), skipped")
@@ -65,9 +67,7 @@ def main(argv=None):
             stamp.write_text(json.dumps({"passed": when, "pins": pins}, indent=1) + "\n")
             with RECORD.open("a") as f:
                 f.write(f"{key} {when} {round(time.monotonic() - start)}s\n")
-            print(
-                f"toolchain-check: passed for pins {key}; commit {RECORD.relative_to(ROOT)} so CI skips these pins"
-            )
+            print(f"toolchain-check: passed for pins {key}; commit {RECORD.relative_to(ROOT)} so CI skips these pins")
         return rc
     if "all" in what:
         what = ["sm120", "arch", "cmake", "torch"]
