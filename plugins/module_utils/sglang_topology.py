@@ -23,11 +23,13 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values
+
 # The server role's defaults for the variables read here (roles/server/meta/argument_specs.yml owns them; a unit
 # test keeps these equal). Role defaults are not host variables, so the controller-side arithmetic needs them.
 DEFAULTS = {"server_port": 30000, "server_dist_init_port": 20000, "server_tp": 1}
 
-REPLICA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+REPLICA_NAME = inventory_values.NAME  # full match: "$" would also accept a name ending in a newline
 
 
 class TopologyError(ValueError):
@@ -58,7 +60,13 @@ def _get(hostvars, host, name, default):
 
 def _address(hostvars, host):
     address = _get(hostvars, host, "ansible_host", host)
-    return str(address).strip() or host
+    address = address.strip() if isinstance(address, str) else address
+    if address == "":
+        return host
+    problem = inventory_values.address_problem("ansible_host of %s" % host, address)
+    if problem:  # it becomes --dist-init-addr and the router's worker URL: a newline would add lines to a unit file
+        raise TopologyError("fleet topology: " + problem[0].lower() + problem[1:])
+    return address
 
 
 def _url_host(address):
@@ -69,7 +77,7 @@ def host_settings(host, hostvars, defaults=None):
     """The validated topology inputs of one host (replica, address, GPUs, ports)."""
     defaults = dict(DEFAULTS, **(defaults or {}))
     replica = _get(hostvars, host, "server_replica", host)
-    if not isinstance(replica, str) or not REPLICA_NAME.match(replica):
+    if not isinstance(replica, str) or not REPLICA_NAME.fullmatch(replica):
         raise TopologyError(
             "fleet topology: expected server_replica of {host} to be a name of letters, digits, '.', '_' or '-' "
             "(at most 63, starting with a letter or digit); found {value!r}. Set server_replica to such a name "

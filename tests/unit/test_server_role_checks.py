@@ -26,6 +26,9 @@ def problems(**overrides):
     # roles/server/vars/main.yml sets it with the llmops.sglang.sglang_own_flags filter: the same function.
     variables["server_own_flags"] = sglang_flags.own_flags("main")
     variables.update(overrides)
+    variables["server_extra_args_guarded"] = sglang_flags.guarded_args(
+        variables["server_extra_args"], variables["server_own_flags"]
+    )
     variables = {k: trust_as_template(v) if isinstance(v, str) and "{{" in v else v for k, v in variables.items()}
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]
 
