@@ -69,7 +69,9 @@ def address_problem(what, value):
         return None
     return (
         "Expected {what} to be an IP address or a host name (letters, digits, '-', '_' and '.'); found {found}. "
-        "Set {what} to the host's address, e.g. 10.0.0.5 or gpu1.example.internal.".format(what=what, found=shown(value))
+        "Set {what} to the host's address, e.g. 10.0.0.5 or gpu1.example.internal.".format(
+            what=what, found=shown(value)
+        )
     )
 
 
@@ -90,10 +92,8 @@ def text_problem(what, value):
             what=what, kind=type(value).__name__
         )
     if WHITESPACE_OR_CONTROL.search(str(value)):
-        return (
-            "Expected {what} without whitespace or control characters; found {found}. Remove them.".format(
-                what=what, found=shown(value)
-            )
+        return "Expected {what} without whitespace or control characters; found {found}. Remove them.".format(
+            what=what, found=shown(value)
         )
     return None
 
