@@ -7,8 +7,8 @@ One home for the rules (issue 25, item 6); the roles call them through the filte
 (roles/preflight/tasks/inventory.yml) and the topology (module_utils/sglang_topology.py):
 
 * an address (``ansible_host``, ``server_host``, ``router_host``) parses as an IP address or as a DNS host name
-  (labels of letters, digits, ``_`` and ``-``, at most 253 characters): a value with a newline would add lines such as an
-  ``ExecStartPre=`` (run as root) to a unit or an environment file;
+  (labels of letters, digits, ``_`` and ``-``, at most 253 characters): a value with a newline would add lines such
+  as an ``ExecStartPre=`` (run as root) to a unit or an environment file;
 * a name (``server_replica``, ...) is ``[A-Za-z0-9._-]``, starting with a letter or digit;
 * any other text has no whitespace or control character (C0, DEL, C1, and the bidi/format controls).
 
@@ -43,7 +43,8 @@ def shown(value):
 
 
 def is_host_name(value):
-    """A DNS host name: dot-separated labels of letters, digits, '_' and '-' (as /etc/hosts allows), at most 253 characters, not all digits."""
+    """A host name: dot-separated labels of letters, digits, '_' and '-' (as /etc/hosts allows), at most 253
+    characters, not all digits."""
     if not isinstance(value, str) or not value or len(value) > 253:
         return False
     name = value[:-1] if value.endswith(".") else value
