@@ -21,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values
 
@@ -210,3 +211,28 @@ def fleet_topology(hosts, hostvars, defaults=None):
             }
         )
     return result
+
+
+def roll_batches(replicas, batch_size):
+    """{replica name: batch index} for a rolling restart of ``replicas`` (names, in order), ``batch_size`` at a time.
+
+    ``batch_size`` (router_roll_batch_size) is a whole number from 1 to the number of replicas; anything else is a
+    one-line TopologyError (0 or a word used to end in a division error, a negative number dropped replicas from the
+    roll and a number above the fleet was silently cut to it)."""
+    names = list(replicas)
+    size = batch_size
+    if isinstance(size, str) and re.fullmatch(r"-?[0-9]+", size):
+        size = int(size)
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TopologyError(
+            "rolling restart: expected router_roll_batch_size to be a whole number of replicas restarted at once; "
+            "found {0!r}. Set it to 1 (one replica at a time) or another number up to {1}.".format(
+                batch_size, max(len(names), 1)
+            )
+        )
+    if size < 1 or (names and size > len(names)):
+        raise TopologyError(
+            "rolling restart: expected router_roll_batch_size from 1 to {0} (the replicas in gpu_servers); found {1}. "
+            "Set it to 1 (one replica at a time) or another number up to {0}.".format(max(len(names), 1), size)
+        )
+    return dict((name, index // size) for index, name in enumerate(names))
