@@ -48,4 +48,8 @@ def fleet_roll_batches(replicas, batch_size):
 
 class FilterModule(object):
     def filters(self):
-        return {"fleet_topology": fleet_topology, "group_verdict": group_verdict, "fleet_roll_batches": fleet_roll_batches}
+        return {
+            "fleet_topology": fleet_topology,
+            "group_verdict": group_verdict,
+            "fleet_roll_batches": fleet_roll_batches,
+        }
