@@ -39,7 +39,7 @@ def group_verdict(topology, hostvars, variable):
 
 
 def fleet_roll_batches(replicas, batch_size):
-    """{"batches": {replica: index}} or {"error": one line} for router_roll_batch_size (module_utils/sglang_topology)."""
+    """{"batches": {replica: index}} or {"error": one line} for router_roll_batch_size (module_utils)."""
     try:
         return {"batches": _roll_batches(replicas, batch_size)}
     except TopologyError as exc:
