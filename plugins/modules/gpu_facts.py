@@ -315,7 +315,7 @@ def main():
             module.fail_json(
                 msg="Expected a current PCI id database; found %s. Kept the installed one (%s)." % (wrong, installed)
             )
-        module.params["pci_ids"] = [candidate] + list(module.params["pci_ids"])
+        module.params["pci_ids"] = [candidate, *module.params["pci_ids"]]
     result = gather(module)
     result.update(summarize(result["gpus"]))
     result["gpu_count"] = result.pop("count")

@@ -120,3 +120,20 @@ def test_no_real_option_of_any_release_is_refused_by_mistake(specs):
         for name in sglang_cli.option_names(spec):
             if name not in guarded:
                 assert F.guarded_args([name], own) == [], (version, name)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--api-ke", "sk-SECRET-1"], ["--api-ke=sk-SECRET-1"], ["--admin-api-k", "sk-SECRET-1"]],
+    ids=["role_refuses_api_ke", "role_refuses_api_ke_equals", "role_refuses_admin_prefix"],
+)
+def test_the_server_role_refuses_an_abbreviated_key_flag_without_showing_the_key(server_problems, args):
+    problems = server_problems(server_extra_args=args)
+    assert len(problems) == 1 and "SGLang reads" in problems[0] and "sk-SECRET-1" not in problems[0]
+
+
+def test_the_server_role_refuses_an_abbreviated_own_flag(server_problems):
+    assert server_problems(server_extra_args=["--hos", "0.0.0.0"]) == [
+        "Expected --host to come from server_host, not server_extra_args; found --hos (SGLang reads it as --host) in "
+        "server_extra_args. Set server_host and remove it from server_extra_args."
+    ]

@@ -6,16 +6,11 @@ Each case is an attack or a bad value; the test name says what it proves."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
 
 from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values as IV
-from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import TopologyError, fleet_topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,23 +109,7 @@ def test_fleet_topology_still_builds_a_clean_two_node_replica():
     assert topo["hosts"]["b"]["node_rank"] == 1
 
 
-# -- the server role's input checks (roles/server/templates/checks.json.j2) ------------------------------------------
-SERVER = ROOT / "roles" / "server"
-CHECKS = (SERVER / "templates" / "checks.json.j2").read_text()
-DEFAULTS = yaml.safe_load((SERVER / "defaults" / "main.yml").read_text())
-
-
-def server_problems(**overrides):
-    variables = {"model_dir": "/opt/models/m", "model_repo_id": "org/m", **DEFAULTS}
-    variables["server_own_flags"] = sglang_flags.own_flags("main")  # vars/main.yml: the same function
-    variables.update(overrides)
-    variables["server_extra_args_guarded"] = sglang_flags.guarded_args(
-        variables["server_extra_args"], variables["server_own_flags"]
-    )
-    variables = {k: trust_as_template(v) if isinstance(v, str) and "{{" in v else v for k, v in variables.items()}
-    return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]
-
-
+# -- the server role's input checks (roles/server/templates/checks.json.j2; fixture server_problems in conftest.py)
 TRAILING_NEWLINE = {
     "server_host": "127.0.0.1\n",
     "server_user": "sglang\n",
@@ -149,16 +128,16 @@ TRAILING_NEWLINE = {
 
 
 @pytest.mark.parametrize("name", TRAILING_NEWLINE, ids=[f"{n}_with_trailing_newline" for n in TRAILING_NEWLINE])
-def test_a_server_setting_with_a_trailing_newline_is_refused(name):
+def test_a_server_setting_with_a_trailing_newline_is_refused(server_problems, name):
     # Every one of these reaches the unit file or argv; a regex anchored with "$" used to let the newline through.
     problems = server_problems(**{name: TRAILING_NEWLINE[name]})
     assert len(problems) == 1 and name in problems[0]
 
 
-def test_a_newline_in_an_extra_argument_is_refused_without_showing_it():
+def test_a_newline_in_an_extra_argument_is_refused_without_showing_it(server_problems):
     problems = server_problems(server_extra_args=["--context-length", "65536\nExecStartPre=/bin/sh S3CR3T-TOKEN"])
     assert len(problems) == 1 and "S3CR3T-TOKEN" not in problems[0]
 
 
-def test_an_escape_character_in_an_extra_argument_is_refused():
+def test_an_escape_character_in_an_extra_argument_is_refused(server_problems):
     assert len(server_problems(server_extra_args=["--log-level", "info\x1b[2J"])) == 1

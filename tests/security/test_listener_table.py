@@ -34,7 +34,7 @@ def _rows():
     lines = DOC.split("## Listeners", 1)[1].split("\n## ", 1)[0].splitlines()
     table = [ln for ln in lines if ln.startswith("|")]
     header = [c.strip() for c in table[0].strip("|").split("|")]
-    return [dict(zip(header, (c.strip() for c in ln.strip("|").split("|")))) for ln in table[2:]]
+    return [dict(zip(header, (c.strip() for c in ln.strip("|").split("|")), strict=True)) for ln in table[2:]]
 
 
 ROWS = _rows()
