@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.llmops.sglang.plugins.module_utils import private_files, sglang_report
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import esc, neutral
@@ -135,3 +136,9 @@ def test_a_malformed_record_is_one_line_exit_2_and_no_report(tmp_path, doc):
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert "bad.json" in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_the_deployment_record_on_the_host_is_written_0600_without_following_a_symlink():
+    tasks = yaml.safe_load((ROOT / "roles" / "server" / "tasks" / "record.yml").read_text())
+    write = next(t for t in tasks if t.get("name") == "Write the deployment record on the host")["ansible.builtin.copy"]
+    assert write["mode"] == "0600" and write["follow"] is False
