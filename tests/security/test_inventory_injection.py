@@ -6,9 +6,6 @@ Each case is an attack or a bad value; the test name says what it proves."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -147,50 +144,17 @@ def test_an_escape_character_in_an_extra_argument_is_refused(server_problems):
     assert len(server_problems(server_extra_args=["--log-level", "info\x1b[2J"])) == 1
 
 
-def test_preflight_stops_the_play_in_one_line_when_an_inventory_address_carries_a_unit_line(tmp_path):
+def test_preflight_stops_the_play_in_one_line_when_an_inventory_address_carries_a_unit_line(tmp_path, ansible_playbook):
     # The operator's path: ansible-playbook with an inventory whose ansible_host injects a line; nothing after the
     # check runs (the marker file is never written).
     marker = tmp_path / "changed"
-    (tmp_path / "inv.yml").write_text(
-        yaml_dump(
-            {
-                "all": {
-                    "hosts": {
-                        "gpu1": {"ansible_connection": "local", "ansible_host": "10.0.0.5\nExecStartPre=/bin/sh -c id"}
-                    }
-                }
-            }
-        )
-    )
-    (tmp_path / "pb.yml").write_text(
-        yaml_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "tasks": [
-                        {
-                            "ansible.builtin.include_role": {
-                                "name": "llmops.sglang.preflight",
-                                "tasks_from": "inventory",
-                            }
-                        },
-                        {"ansible.builtin.file": {"path": str(marker), "state": "touch"}},
-                    ],
-                }
-            ]
-        )
-    )
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
-    run = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inv.yml", "pb.yml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    bad = {"ansible_connection": "local", "ansible_host": "10.0.0.5\nExecStartPre=/bin/sh -c id"}
+    tasks = [
+        {"ansible.builtin.include_role": {"name": "llmops.sglang.preflight", "tasks_from": "inventory"}},
+        {"ansible.builtin.file": {"path": str(marker), "state": "touch"}},
+    ]
+    (tmp_path / "pb.yml").write_text(yaml_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
+    run = ansible_playbook(tmp_path, {"all": {"hosts": {"gpu1": bad}}}, tmp_path / "pb.yml")
     assert run.returncode != 0
     assert not marker.exists()
     assert "gpu1: nothing was changed. Expected ansible_host of gpu1 to be an IP address" in run.stdout + run.stderr

@@ -5,9 +5,6 @@ rolling_restart.yml asks the router at the router host's own address (roles/rout
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -127,23 +124,20 @@ def test_the_router_api_url_follows_router_host():
     assert url("fd00::9") == "http://[fd00::9]:30080"
 
 
-def _roll_plan(tmp_path, batch_size):
+def _roll_plan(run, tmp_path, batch_size):
     hosts = {
         f"g{i}": {"ansible_connection": "local", "ansible_host": "127.0.0.1", "server_port": 30000 + i} for i in (1, 2)
     }
     inventory = {"all": {"children": {"gpu_servers": {"hosts": hosts}, "sglang_routers": {"hosts": {}}}}}
-    (tmp_path / "inv.yml").write_text(yaml.safe_dump(inventory))
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
-    cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(tmp_path / "inv.yml")]
-    cmd += [str(ROOT / "playbooks" / "fleet_roll_plan.yml"), "-e", f"router_roll_batch_size={batch_size}"]
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    plan = ROOT / "playbooks" / "fleet_roll_plan.yml"
+    return run(tmp_path, inventory, plan, "-e", f"router_roll_batch_size={batch_size}")
 
 
 @pytest.mark.parametrize(
     "size", ["0", "3"], ids=["zero_on_the_operators_path", "above_the_fleet_on_the_operators_path"]
 )
-def test_the_roll_plan_playbook_refuses_a_bad_batch_size_in_one_line(tmp_path, size):
-    run = _roll_plan(tmp_path, size)
+def test_the_roll_plan_playbook_refuses_a_bad_batch_size_in_one_line(tmp_path, ansible_playbook, size):
+    run = _roll_plan(ansible_playbook, tmp_path, size)
     assert run.returncode != 0 and "Traceback" not in run.stdout + run.stderr
     assert (
         f"Nothing was changed. Expected router_roll_batch_size from 1 to 2 (the replicas in gpu_servers); found {size}."
@@ -151,6 +145,6 @@ def test_the_roll_plan_playbook_refuses_a_bad_batch_size_in_one_line(tmp_path, s
     )
 
 
-def test_the_roll_plan_playbook_accepts_a_batch_of_the_whole_fleet(tmp_path):
-    run = _roll_plan(tmp_path, "2")
+def test_the_roll_plan_playbook_accepts_a_batch_of_the_whole_fleet(tmp_path, ansible_playbook):
+    run = _roll_plan(ansible_playbook, tmp_path, "2")
     assert run.returncode == 0, run.stdout[-2000:]
