@@ -6,8 +6,10 @@ import http.server
 import os
 import socket
 import threading
+from pathlib import Path
 
 import pytest
+import yaml
 from events import GUARD
 from share_util import mark_verified, start_share, stop_share
 
@@ -122,9 +124,6 @@ def test_the_module_defaults_make_a_receiver_fail_within_a_minute_of_its_seed():
 
 
 def test_the_model_role_passes_bounded_peer_timeouts():
-    import yaml
-    from pathlib import Path
-
     tasks = yaml.safe_load((Path(__file__).resolve().parents[2] / "roles/model/tasks/main.yml").read_text())
     download = next(t for t in tasks if "block" in t and any("llmops.sglang.hf_snapshot" in s for s in t["block"]))
     args = next(s for s in download["block"] if "llmops.sglang.hf_snapshot" in s)["llmops.sglang.hf_snapshot"]
