@@ -116,8 +116,9 @@ options:
     default: 64
   peer_url:
     description:
-      - Base URL of a peer that serves a complete snapshot directory of the same commit (C(PEER_URL/PATH)). File
-        bytes come from there; the commit and every digest still come from the hub and every file is verified.
+      - Base URL of a peer that serves a snapshot directory of the same commit (C(PEER_URL/COMMIT/PATH), the model
+        role's share). File bytes come from there; the commit and every digest still come from the hub and every
+        file is verified.
       - The peer may still be downloading - a file it does not have yet (C(404)) is asked for again every second,
         for up to O(peer_wait) seconds without progress.
     type: str
