@@ -90,10 +90,11 @@ def test_the_right_token_gets_the_file(share):
 def test_address_outside_the_fleet_gets_403_even_with_the_token(seed, tmp_path):
     proc = start_share(seed, tmp_path / "run", allow=("10.213.0.77",))
     try:
-        status, _, body = ask(proc.port, FILE, token=proc.token)
+        status, headers, body = ask(proc.port, FILE, token=proc.token)
     finally:
         stop_share(proc)
     assert status == 403 and body == b""
+    assert "model_fleet_peer_addresses" in headers["X-Error-Message"]
 
 
 # ---- refuses to start insecurely -------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def test_receiver_with_a_wrong_secret_fails_at_once_with_401_naming_the_seed(tmp
             )
     finally:
         stop_share(share)
-    assert err.value.status == 401 and f"127.0.0.1:{share.port}" in str(err.value)
+    assert err.value.status == 401 and f"127.0.0.1:{share.port}" in str(err.value) and "share secret" in str(err.value)
 
 
 def test_the_module_defaults_make_a_receiver_fail_within_a_minute_of_its_seed():

@@ -171,6 +171,7 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
 
     def _refuse(self, code, why, size=None):
         self.send_response(code, why)
+        self.send_header("X-Error-Message", why)  # the receiver's one-line error says why
         if size is not None:
             self.send_header("Content-Range", f"bytes */{size}")
         if code == 401:
@@ -181,12 +182,12 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
     def _allowed(self):
         cfg = self.server.config
         if self.client_address[0] not in cfg["allow"]:
-            self._refuse(403, "address not in the fleet")
+            self._refuse(403, f"{self.client_address[0]} is not in the share's allow-list (model_fleet_peer_addresses)")
             return False
         got = self.headers.get("Authorization") or ""
         want = "Bearer " + cfg["token"]
         if not hmac.compare_digest(got.encode("utf-8", "replace"), want.encode("utf-8")):
-            self._refuse(401, "token required")
+            self._refuse(401, "this run's share secret is required (peer_token_file)")
             return False
         return True
 
