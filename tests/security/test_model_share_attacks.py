@@ -307,6 +307,23 @@ def test_share_exits_by_itself_when_nobody_asks_after_an_interrupted_run(seed, t
     stop_share(proc)
 
 
+def test_anonymous_requests_do_not_keep_the_share_of_an_interrupted_run_up(seed, tmp_path):
+    proc = start_share(seed, tmp_path / "run", idle_exit=1)
+
+    def knock():
+        if proc.poll() is not None:
+            return True
+        try:
+            assert ask(proc.port, FILE)[0] == 401
+        except OSError:
+            pass  # the share exited between the check and the request
+        return False
+
+    wait_until(knock, "the share's exit while anonymous requests keep coming")
+    assert proc.wait(GUARD) == 0 and "no request for 1 s" in proc.stderr.read()
+    stop_share(proc)
+
+
 def test_the_role_default_handler_timeout_and_cap_are_bounded():
     import importlib.util
 

@@ -19,7 +19,7 @@ DIRECTORY (a symlink) is refused (403).
 Byte ranges: one range `bytes=A-B` / `bytes=A-`, answered 206 with `Content-Range`; any other or unsatisfiable Range
 answers 416 with `Content-Range: bytes */SIZE`. At most max_connections handlers at once (a further connection gets
 503 and is closed), a connection idle for TIMEOUT seconds (headers not sent, body not read) is closed, and the
-share exits after "idle_exit" seconds (default 900) without a request: the run that started it is over.
+share exits after "idle_exit" seconds (default 900) without an authenticated request: the run that started it is over.
 No reverse DNS lookup at start; bodies go out with sendfile(2). Standard library only (Python 3.7+).
 """
 
@@ -137,7 +137,6 @@ class ShareServer(http.server.ThreadingHTTPServer):
             raise SystemExit(0)
 
     def process_request(self, request, client_address):
-        self.last_request = time.monotonic()
         if not self.slots.acquire(blocking=False):  # every handler busy: refuse now rather than start a thread
             try:
                 request.settimeout(1)
@@ -200,6 +199,7 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
     def _serve(self, body):
         if not self._allowed():
             return
+        self.server.last_request = time.monotonic()  # only the fleet's own requests keep the share up
         parts = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).split("/")
         if len(parts) < 3 or parts[0] or not COMMIT.match(parts[1]):
             return self._refuse(404, "expected /COMMIT/PATH")
