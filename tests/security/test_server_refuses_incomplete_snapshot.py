@@ -1,18 +1,22 @@
 """The server role refuses to (re)start SGLang on a model snapshot that is unfinished or not the commit the model stage
-recorded (roles/server/templates/snapshot_check.j2, used by roles/server/tasks/validate.yml before the unit changes),
-rendered with Ansible's own templating; each case is named after the directory it refuses or accepts."""
+recorded: the check task of roles/server/tasks/validate.yml (before the unit changes), its vars rendered with Ansible's
+own templating exactly as the task holds them; each case is named after the directory it refuses or accepts."""
 
 import base64
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from events import GUARD
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "server"
-CHECK = (ROLE / "templates" / "snapshot_check.j2").read_text()
+TASKS = yaml.safe_load((ROLE / "tasks" / "validate.yml").read_text())
+CHECK = next(t for t in TASKS if t["name"].startswith("Stop when the model snapshot is unfinished"))
 COMMIT = "e" * 40
 
 
@@ -28,7 +32,12 @@ def problem(marker=None, partial=False, model_commit=None, raw=None):
     }
     if model_commit is not None:
         variables["model_commit"] = model_commit
-    return (Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECK)) or "").strip()
+    variables.update({k: trust_as_template(v) for k, v in CHECK["vars"].items()})
+    templar = Templar(loader=DataLoader(), variables=variables)
+    out = templar.template(trust_as_template(CHECK["vars"]["server_snapshot_problem"]))
+    refused = templar.evaluate_conditional(trust_as_template(CHECK["when"]))
+    assert refused == (out != "ok")
+    return "" if out == "ok" else out
 
 
 def test_snapshot_with_an_unfinished_download_is_refused():
@@ -66,13 +75,40 @@ def test_a_users_own_model_directory_without_our_marker_starts():
     assert problem() == ""
 
 
-@pytest.mark.parametrize("name", ["Stop when the model snapshot is unfinished"])
-def test_the_check_runs_in_validate_before_anything_changes(name):
-    tasks = yaml.safe_load((ROLE / "tasks" / "validate.yml").read_text())
-    names = [t["name"] for t in tasks]
-    i = next(k for k, n in enumerate(names) if n.startswith(name))
-    assert tasks[i]["ansible.builtin.fail"]["msg"] == "{{ server_snapshot_problem }}"
-    assert "snapshot_check.j2" in tasks[i]["vars"]["server_snapshot_problem"]
+def test_the_check_runs_in_validate_before_anything_changes():
+    i = TASKS.index(CHECK)
+    assert CHECK["ansible.builtin.fail"]["msg"] == "{{ server_snapshot_problem }}"
     read_only = {"set_fact", "fail", "stat", "getent", "slurp", "assert"}
-    modules = {k.rsplit(".", 1)[-1] for t in tasks[: i + 1] for k in t if k.startswith(("ansible.builtin.", "llmops."))}
+    modules = {k.rsplit(".", 1)[-1] for t in TASKS[: i + 1] for k in t if k.startswith(("ansible.builtin.", "llmops."))}
     assert modules - {"gpu_facts"} <= read_only, modules  # nothing before the check changes the host
+
+
+@pytest.mark.parametrize(
+    ("case", "refused"),
+    [("complete", False), ("own-model", False), ("unfinished", True), ("other-commit", True)],
+)
+def test_the_check_tasks_run_by_ansible_refuse_only_what_they_should(tmp_path, case, refused):
+    """The three tasks as ansible-playbook runs them (connection local): an empty result must not read as a refusal
+    (ansible-core 2.19 turns an empty template result into None, and None | trim is the string 'None')."""
+    i = TASKS.index(CHECK)
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": TASKS[i - 2 : i + 1]}]))
+    model = tmp_path / "model"
+    model.mkdir()
+    extra = {"server_model_path": str(model), "ansible_python_interpreter": sys.executable}
+    if case != "own-model":
+        (model / ".llmops-snapshot.json").write_text(json.dumps({"commit": COMMIT}))
+        extra["model_commit"] = "f" * 40 if case == "other-commit" else COMMIT
+    if case == "unfinished":
+        (model / ".llmops-partial").mkdir()
+    bin_dir = Path(sys.executable).parent
+    r = subprocess.run(
+        [str(bin_dir / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps(extra), str(play)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=GUARD,
+    )
+    assert (r.returncode != 0) == refused, r.stdout[-3000:]
+    if refused:
+        assert "nothing was changed. Expected" in r.stdout and "Traceback" not in r.stdout + r.stderr
