@@ -1,6 +1,6 @@
 # llmops.sglang — every entry point a developer, CI or a user needs.
 #   make demo    set up, boot a simulated 8 x RTX PRO 6000 node, run site.yml on it, show the result
-#   make test    set up, lint, ansible-test sanity, then node tests beside unit tests + molecule (what .ci/run runs)
+#   make test    set up, lint, ansible-test sanity, then node tests, other tests and molecule in 4 streams (.ci/run)
 #   make quick   lint + unit tests only (seconds; for iterating)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
