@@ -6,6 +6,7 @@ here waits on time.
 """
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -110,4 +111,8 @@ def test_every_node_test_runs_in_exactly_one_node_stream(tmp_path):
     # the molecule scenarios, split between two streams, are every scenario, once
     makes = [c for c in (root / "calls").read_text().splitlines() if c.startswith("make ")]
     named = " ".join(m.split("SCENARIOS=", 1)[1] for m in makes).split()
-    assert sorted(named) == sorted(p.name for p in (ROOT / "molecule").iterdir() if (p / "molecule.yml").is_file())
+    # ... with the one `make test-builds` runs (after make test in .ci/run)
+    builds = re.search(r"^TEST_BUILDS_SCENARIOS := (.+)$", (ROOT / "Makefile").read_text(), re.M).group(1).split()
+    assert "make test-builds" in (ROOT / ".ci" / "run").read_text()
+    scenarios = [p.name for p in (ROOT / "molecule").iterdir() if (p / "molecule.yml").is_file()]
+    assert sorted(named + builds) == sorted(scenarios)
