@@ -53,6 +53,7 @@ $(VENV)/.installed: requirements.txt
 
 lint: venv
 	python scripts/role-docs.py --check
+	python scripts/role_reads.py
 	yamllint -s .
 	ansible-lint
 	ruff check .
