@@ -94,6 +94,13 @@ bench: venv ## prints the figures; exits non-zero when a target is missed
 bench-downloads: venv ## the download figures alone (about 4 minutes)
 	python tests/bench/bench_downloads.py
 
+# --- facts (issue 24): a converged site.yml on one node and on three, beside `ansible -m ping` of the same hosts ------
+# Boots bc1..bc3 (10.213.0.131-133): run it under the node lock, e.g. flock /work/locks/nodes.lock make bench-converged
+.PHONY: bench-converged
+bench: bench-converged
+bench-converged: venv ## converged re-run figures (about 10-15 minutes: a cold converge of three nodes first)
+	python tests/bench/bench_converged.py
+
 lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \
 	/tmp/llmops-lock/bin/pip install -q $$(sed -n '/^# Top-level/,/^# Their/p' requirements.txt | grep -v '^#') && \

@@ -152,10 +152,11 @@ def _by_path(text: str, key: str | None) -> bool:
     return bool(re.search(r"\b(lookup|query)\([^)]*?(\.\./|" + _ROLE_PATH + ")", text))
 
 
-def _scan_text(role: Role, source: str, where: str, key: str | None = None) -> None:
+def _scan_text(role: Role, source: str, where: str, key: str | None = None, template: bool = False) -> None:
+    """Record the reads of one string: a bare expression (when:), a templated value, or a whole template file."""
     bare = key in BARE_KEYS
     text = "{{ (" + source + ") }}" if bare else source
-    if bare or "{{" in source or "{%" in source:
+    if template or bare or "{{" in source or "{%" in source:
         try:
             names, consts = expression_reads(text)
         except jinja2.TemplateSyntaxError as exc:
@@ -241,18 +242,7 @@ def scan_role(role: Role) -> None:
     tdir = role.path / "templates"
     for f in sorted(tdir.rglob("*")) if tdir.is_dir() else []:
         if f.is_file():
-            rel = str(f.relative_to(role.path.parent))
-            text = f.read_text()
-            try:
-                names, consts = expression_reads(text)
-            except jinja2.TemplateSyntaxError as exc:
-                raise SystemExit(f"{rel}:{exc.lineno}: cannot parse Jinja ({exc.message})") from None
-            for n in names:
-                role.reads.setdefault(n, rel)
-            for c in consts:
-                role.const_reads.setdefault(c, rel)
-            if _by_path(text, None):
-                role.by_path.append(rel)
+            _scan_text(role, f.read_text(), str(f.relative_to(role.path.parent)), template=True)
     spec_file = role.path / "meta" / "argument_specs.yml"
     if spec_file.exists():
         spec = yaml.safe_load(spec_file.read_text()) or {}
