@@ -28,7 +28,7 @@ docs: venv
 
 help:
 	@sed -n '1,5p' Makefile | sed 's/^# \{0,1\}//'
-	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock"
+	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock toolchain-check"
 
 setup: host-packages venv ## idempotent: installs only what is missing
 
@@ -52,6 +52,7 @@ $(VENV)/.installed: requirements.txt
 	@echo "setup: $(VENV) ready ($$($(BIN)/ansible --version | head -1), $$($(BIN)/python --version))"
 
 lint: venv
+	python scripts/license-check.py
 	python scripts/role-docs.py --check
 	python scripts/role_reads.py
 	yamllint -s .
@@ -64,8 +65,9 @@ unit: venv
 
 quick: lint unit
 
-molecule: setup
-	@for s in $(SCENARIOS); do echo "=== molecule scenario $$s ==="; molecule test -s "$$s" || exit 1; done
+molecule: setup ## every scenario, also after one failed; the failed ones are named at the end
+	@failed=(); for s in $(SCENARIOS); do echo "=== molecule scenario $$s ==="; molecule test -s "$$s" || failed+=("$$s"); done; \
+	if (( $${#failed[@]} )); then echo "molecule: FAILED scenarios: $${failed[*]}"; exit 1; fi
 
 test: setup
 	@t0=$$SECONDS; \
@@ -127,7 +129,7 @@ fetch-sglang-wheel: venv ## the real sglang 0.5.9 wheel (PyPI) that the metric n
 
 # --- grammar (issue 14): the versions table against every real SGLang release (downloads; not part of make test)
 .PHONY: conformance
-conformance: venv ## downloads sglang wheels 0.4.4..newest into /var/cache/llmops-sglang-releases
+conformance: venv ## downloads every sglang wheel on the host's package index into /var/cache/llmops-sglang-releases
 	python scripts/sglang_conformance.py
 
 # --- grammar (issue 15): doctor throughput on a generated 1 GiB log vs grep -F, peak RSS, a file without newlines
@@ -149,3 +151,13 @@ pci-ids:
 	@python3 sim/gpu/pci_ids.py >/dev/null && echo "setup: PCI id database from Debian's pci.ids package cached"
 	@python3 -c 'import sys; sys.path.insert(0, "sim/mirrors"); import driver_graph; driver_graph.debian_stanzas()' \
 	  && echo "setup: Debian's NVIDIA driver packaging metadata cached"
+# --- real toolchains, no GPU (issue 27): Triton, nvcc, CMake, flash-attn's setup.py, torch (docs/builds.md) ---------
+# Everything comes from the package registries through pip and is cached in TOOLCHAIN_CACHE. `make test` runs the
+# compile proofs (tests/unit/test_toolchain_real.py); toolchain-check adds the real torch wheels (about 5 GB of
+# downloads, 7 GB installed the first time): CI runs it once per change of the pins.
+export TOOLCHAIN_CACHE ?= /var/cache/llmops-toolchain
+.PHONY: toolchain-check toolchain-check-ci
+toolchain-check: venv ## sm120 table, fatbinaries per fleet, sgl-kernel's libraries, the real torch check
+	cd scripts && ../$(BIN)/python -m toolchain all
+toolchain-check-ci: venv ## the same, once per change of the pins (a pass is stamped in TOOLCHAIN_CACHE); .ci/run
+	cd scripts && ../$(BIN)/python -m toolchain ci

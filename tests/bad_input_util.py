@@ -21,6 +21,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from events import sleeping
+
 # Default bound of one row. A row that needs longer says so; a hang is a failure, not a wait.
 DEFAULT_SECONDS = 60.0
 
@@ -55,8 +57,10 @@ def run_bounded(
 ) -> Bounded:
     """Run ``args`` in its own process group; kill the group and raise ``Hang`` after ``seconds``.
 
-    ``send_signal=(after, SIGNUM)`` delivers a signal to the process group after ``after`` seconds (Ctrl-C is
-    ``(t, signal.SIGINT)``), to test what a user sees when they interrupt.
+    ``send_signal=(when, SIGNUM)`` delivers a signal to the process group (Ctrl-C is ``signal.SIGINT``) to test what a
+    user sees when they interrupt: ``when`` is a predicate on the process id, polled until it holds (e.g.
+    ``sleeping_in_wait_loop``: the program reached the point the row interrupts), never a number of seconds that
+    would race the program's start-up on a loaded machine.
     """
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -74,12 +78,14 @@ def run_bounded(
     )
     try:
         if send_signal is not None:
-            after, signum = send_signal
-            try:
-                out, err = proc.communicate(input, timeout=after)
-            except subprocess.TimeoutExpired:
+            when, signum = send_signal
+            while proc.poll() is None and not when(proc.pid):
+                if time.monotonic() - t0 > seconds:
+                    raise subprocess.TimeoutExpired(args, seconds)
+                time.sleep(0.02)
+            if proc.poll() is None:
                 os.killpg(proc.pid, signum)
-                out, err = proc.communicate(timeout=max(0.1, seconds - after))
+            out, err = proc.communicate(timeout=max(0.1, seconds - (time.monotonic() - t0)))
         else:
             out, err = proc.communicate(input, timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -93,6 +99,11 @@ def run_bounded(
             f"stdout: {out[-2000:]}\nstderr: {err[-2000:]}"
         ) from None
     return Bounded(args, proc.returncode, out, err, time.monotonic() - t0)
+
+
+def sleeping_in_wait_loop(pid: int) -> bool:
+    """True while process ``pid`` is blocked in a sleep: a Python CLI past its start-up, waiting in its own loop."""
+    return sleeping(pid)
 
 
 def _default_sigint() -> None:

@@ -51,6 +51,7 @@ import sys
 from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_report as report
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import order_key
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import memory_segments
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import render as render_report
 
@@ -161,7 +162,7 @@ def render_bar(segments, width=BAR_WIDTH):
 def render_timeline(milestones):
     if not milestones:
         return ""
-    order = sorted(milestones.items(), key=lambda kv: kv[1])
+    order = sorted(milestones.items(), key=order_key)
     return " -> ".join("%s %ds" % (name, round(t)) for name, t in order)
 
 

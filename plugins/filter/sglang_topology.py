@@ -1,5 +1,5 @@
-# Copyright: (c) llmops.sglang contributors
-# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 """llmops.sglang.fleet_topology and group_verdict (docs: plugins/filter/fleet_topology.yml, group_verdict.yml).
 
 The arithmetic lives in module_utils/sglang_topology.py; this file only adapts it to Jinja."""

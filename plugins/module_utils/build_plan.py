@@ -90,6 +90,12 @@ def kernel_archs(arch_list) -> dict:
         "below_sm90": any(n < 90 for n in nums),
         # What sgl-kernel's CMakeLists.txt is patched to compile (it ignores TORCH_CUDA_ARCH_LIST).
         "gencodes": [gpu_arch.gencode_flag(t) for t in targets],
+        # The arch part of sgl-kernel's CMAKE_ARGS. No CMAKE_CUDA_ARCHITECTURES: torch's CMake package sets it OFF
+        # when sgl-kernel calls find_package(Torch), before any target exists (torch 2.9.1
+        # share/cmake/Caffe2/public/cuda.cmake:321-327, "pytorch is not compatible with CMAKE_CUDA_ARCHITECTURES and
+        # will ignore its value"), and where it did apply it would add compute_X PTX + sm_X to every library
+        # (docs/builds.md, measured with the real CMake and nvcc).
+        "cmake_arch_args": "" if any(n < 90 for n in nums) else "-DENABLE_BELOW_SM90=OFF",
     }
 
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """HTTP for the download workers (``hf_transfer``): one keep-alive connection per host per worker, redirects followed
 by hand so that ``Authorization`` goes only to the endpoint's host (never to the storage host a redirect points to)
 and the final URL of a file can be reused for its other byte ranges, errors as ``HubError`` with ``Retry-After``."""

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """The Hugging Face hub's download protocol, standard library only (used by the ``hf_snapshot`` module).
 
 Pure helpers (file filtering, hashing, the completion marker, the env-file token reader) plus a small HTTP client for

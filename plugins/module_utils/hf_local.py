@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """What is already on disk for a snapshot, and the checks of the module's inputs that need no network.
 
 - ``check_inputs``: one-line errors (expected, found, what to do) for a bad repo id, endpoint, destination or token

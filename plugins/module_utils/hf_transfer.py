@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """Parallel, segmented, resumable file transfers with in-order verification (used by the ``hf_snapshot`` module).
 
 One job per file. A file larger than ``segment_bytes`` is split into byte ranges (segments); ``connections`` worker

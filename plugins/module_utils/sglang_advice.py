@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """Advice after a failed start-up: the only place the collection computes the fraction (or graph batch size) to
 retry with after a CUDA-graph capture OOM, and the fraction (or TP size) after a KV-pool OOM. The doctor's diagnosis
 text, sglang-plan and the server role's retry (sglang_plan failed_attempt) all call these two functions; public

@@ -14,6 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_memory as memory
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_versions as versions
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import STALL_HINTS
 
 
 def graph_bs_flag(window):
@@ -195,7 +196,7 @@ def _ready(log):
     return ", ".join(bits) + ".", None
 
 
-def _crash(log, at, phase):
+def _crash(log, at, when):
     f = log.failure or {}
     line = f.get("line", "")
     if f.get("cut"):
@@ -203,8 +204,7 @@ def _crash(log, at, phase):
             " while CUDA graphs were being captured" if f.get("during_capture") else ""
         )
         return (
-            "SGLang failed%s during %s; %s. Read the full log (journalctl -u sglang) for the exception."
-            % (at, phase, what),
+            "SGLang failed%s %s; %s. Read the full log (journalctl -u sglang) for the exception." % (at, when, what),
             {"action": "read_traceback", "cut": True, "during_capture": bool(f.get("during_capture"))},
         )
     stage = f.get("graph_failure")
@@ -220,9 +220,23 @@ def _crash(log, at, phase):
             "The server started but its warm-up request failed%s: %s" % (at, line[:300]),
             {"action": "read_log", "last_error": log.last_error},
         )
+    if f.get("cause") == "nvshmem":
+        return (
+            "SGLang crashed%s %s: NVSHMEM (DeepEP's transport) failed to initialise: %s. Check the RDMA "
+            "devices NVSHMEM uses (NVSHMEM_HCA_LIST, NVSHMEM_IB_GID_INDEX), that every node reaches the others, "
+            "and that DeepEP was built against this NVSHMEM." % (at, when, line[:300]),
+            {"action": "check_nvshmem", "first_error": log.first_error},
+        )
+    first = f.get("first_error") or (log.first_error if f.get("child_exit") else None)
+    if f.get("child_exit"):
+        cause = "first error: %s" % first[:300] if first else "no error line before it in this log"
+        return "A child process of SGLang exited%s %s (%s); %s." % (at, when, f["child_exit"][:200], cause), {
+            "action": "read_traceback",
+            "first_error": first,
+        }
     if log.last_error and log.last_error not in line:
         line = "%s (%s)" % (line, log.last_error) if line else log.last_error
-    return "SGLang crashed%s during %s: %s" % (at, phase, line[:400]), {
+    return "SGLang crashed%s %s: %s" % (at, when, line[:400]), {
         "action": "read_traceback",
         "last_error": log.last_error,
     }
@@ -232,6 +246,8 @@ def diagnose(log):
     """(diagnosis sentence, suggestion dict or None) for the parser's current state."""
     outcome = log.outcome
     phase = log.phase or "nothing"
+    # "during <phase>", or where a log without a start-up line stands
+    when = "during %s" % log.phase if log.phase else "before any start-up line"
     where = log.failure["rank"] if log.failure and log.failure.get("rank") else None
     at = " on %s" % where if where else ""
     if outcome == "ready":
@@ -275,14 +291,14 @@ def diagnose(log):
         )
     if outcome == "nccl_error" and (log.failure or {}).get("peer_lost"):
         return (
-            "NCCL reports that a peer went away%s during %s: another node (or rank) of this tensor-parallel group "
-            "failed or was stopped first; its own log has the cause. (%s)" % (at, phase, log.failure["line"][:200]),
+            "NCCL reports that a peer went away%s %s: another node (or rank) of this tensor-parallel group "
+            "failed or was stopped first; its own log has the cause. (%s)" % (at, when, log.failure["line"][:200]),
             {"action": "read_peer_logs"},
         )
     if outcome == "nccl_error":
         return (
-            "NCCL failed%s during %s: check the GPU interconnect and driver, rerun with NCCL_DEBUG=INFO; on PCIe-only "
-            "machines try --disable-custom-all-reduce. (%s)" % (at, phase, log.failure["line"][:200]),
+            "NCCL failed%s %s: check the GPU interconnect and driver, rerun with NCCL_DEBUG=INFO; on PCIe-only "
+            "machines try --disable-custom-all-reduce. (%s)" % (at, when, log.failure["line"][:200]),
             {"action": "debug_nccl", "env": {"NCCL_DEBUG": "INFO"}, "flag": "--disable-custom-all-reduce"},
         )
     if outcome == "dist_init_timeout":
@@ -310,15 +326,10 @@ def diagnose(log):
             {"action": "free_gpu_memory"},
         )
     if outcome == "crash":
-        return _crash(log, at, phase)
+        return _crash(log, at, when)
     if outcome == "stalled":
         secs = log.stall["seconds"]
-        hint = {
-            "weights_loading": "weight loading is slow (disk, network download) or stuck",
-            "cuda_graph_capturing": "capture hangs; on multi-node set-ups this is usually NCCL "
-            "(rerun with NCCL_DEBUG=INFO)",
-            "started": "the processes did not get past distributed initialisation (NCCL/port)",
-        }.get(phase, "no progress")
+        hint = STALL_HINTS.get(phase, "no progress")
         return (
             "No new log line for %.0f s in phase %s: %s." % (secs, phase, hint),
             {"action": "investigate_stall", "phase": phase, "seconds": secs},

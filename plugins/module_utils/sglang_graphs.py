@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """The estimate of decode CUDA-graph capture memory (nothing in SGLang measures it before capture). Standard library
 only; docs/memory.md "CUDA-graph memory" explains the calibration."""
 

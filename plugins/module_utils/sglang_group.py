@@ -1,5 +1,5 @@
-# Copyright: (c) llmops.sglang contributors
-# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 """One verdict per multi-node SGLang server from its nodes' readiness results: which node and rank failed FIRST.
 
 Every node of a tensor-parallel group waits on its own log (sglang_server); when one node fails, the others usually

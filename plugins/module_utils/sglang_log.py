@@ -39,6 +39,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logstate impo
     RankQueries,
     RankState,
     capture_progress,
+    add,
     num,
     parse_server_args,
 )
@@ -92,6 +93,7 @@ _PASS_CR = re.compile(rb"\r" + _STARTS_RE)
 _JOURNALD_RE = re.compile(rb"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[]+\[\d+\]: ")
 _DOCKER_RE = re.compile(rb"^[\w.-]+\s+\| ")
 _TRACING_RE = re.compile(versions.TRACING_PREFIX.decode())
+_LEVEL_RE = re.compile(versions.LEVEL_PREFIX)
 _WRAPPER_TEXT_RE = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[]+\[\d+\]: |[\w.-]+\s+\| )")
 
 
@@ -134,6 +136,8 @@ class StartupLog(FailureMixin, RankQueries):
         self.in_traceback = None
         self.stall = None
         self.swa_full_tokens = None
+        self.swa_tokens = None
+        self.first_error = None
         self.lines = 0
         self.bytes_read = 0
         self.skipped_lines = 0
@@ -281,6 +285,9 @@ class StartupLog(FailureMixin, RankQueries):
                     if im:
                         msg = msg[im.end() :]
         msg = msg.lstrip(_JUNK_LEAD)
+        lm = _LEVEL_RE.match(msg)
+        if lm:  # uvicorn's "INFO:     ", or "LEVEL file.py:N: " of a root logger configured by another library
+            msg = msg[lm.end() :]
         if now is None:
             now = log_t if (log_t is not None and log_t > 1e9) else self._clock()
         self.last_line_t = now
@@ -323,6 +330,8 @@ class StartupLog(FailureMixin, RankQueries):
             return
         kind = versions.kind_of(msg)
         if kind is None:
+            if msg[:1].isdigit() and versions.match("uvicorn", msg) is not None:  # uvicorn's access line
+                self._milestone("http_up", None, now, log_t)
             return
         handler = getattr(self, "_on_" + kind, None)
         if handler is not None:
@@ -356,14 +365,31 @@ class StartupLog(FailureMixin, RankQueries):
         self._milestone("weights_loaded", r, now, log_t)
 
     def _on_swa(self, msg, r, rank, now, log_t):
-        self.swa_full_tokens = num(msg, "full_layer_tokens=", int)
+        self.window.match("swa", msg)
+        if msg.startswith("SWAKVPool mem usage"):  # 0.5.20+: one line for the hybrid pool, after its KV line
+            runner = self._rank(r).current()
+            swa = num(msg, "swa size:", int)
+            runner.add_pool("swa+full", num(msg, "full size:", int), num(msg, "SWAKVPool mem usage:"), swa=swa)
+        elif msg.startswith("Initialize DeepSeekV4TokenToKVPool"):
+            self._rank(r).current().add_pool("swa", num(msg, "swa_size=", int), None)
+        else:
+            self.swa_full_tokens = num(msg, "full_layer_tokens=", int)
+            self.swa_tokens = num(msg, "swa_layer_tokens=", int)
 
     def _on_mamba(self, msg, r, rank, now, log_t):
-        self._rank(r).current().add_state_cache(num(msg, "conv_state size:"), num(msg, "ssm_state size:"))
+        # one state per request slot (max_mamba_cache_size), not tokens; with speculative decoding the pool also holds
+        # the intermediate SSM-state and conv-window caches (0.5.9 .. 0.5.23 mem_cache/memory_pool.py)
+        runner = self._rank(r).current()
+        size = None
+        for key in ("conv_state size:", "ssm_state size:", "intermediate_ssm_state_cache size:",
+                    "intermediate_conv_window_cache size:"):  # fmt: skip
+            size = add(size, num(msg, key))
+        runner.add_state_cache(size)
+        runner.add_pool("mamba", None, size, states=num(msg, "max_mamba_cache_size:", int))
 
     def _on_kv(self, msg, r, rank, now, log_t):
         self.window.match("kv", msg)
-        self._rank(r).current().kv_line(msg, self.swa_full_tokens)
+        self._rank(r).current().kv_line(msg, self.swa_full_tokens, self.swa_tokens)
         self._milestone("kv_allocated", r, now, log_t)
 
     def _on_post_capture(self, msg, r, rank, now, log_t):
@@ -417,6 +443,8 @@ class StartupLog(FailureMixin, RankQueries):
 
     def _on_ready(self, msg, r, rank, now, log_t):
         self.ready = True
+        if self.failure and self.failure.get("bare_traceback"):
+            self.failure = None  # a traceback SGLang survived (printed, caught): the server came up after it
         self._milestone("ready", None, now, log_t)
 
     def _on_port_wait(self, msg, r, rank, now, log_t):

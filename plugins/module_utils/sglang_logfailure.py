@@ -24,6 +24,7 @@ _PORT_TUPLE_RE = re.compile(r"\('([^']*)', (\d+)\)")
 _PORT_NOT_AVAIL_RE = re.compile(r"\S+ at (\d+) is not available in \d+ seconds")
 _STORE_RE = re.compile(r"Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined")
 _CLIENT_RE = re.compile(r"timed out after (\d+)(m?s) while trying to connect to \(([^,()]+), (\d+)\)")
+_FRAME_RE = re.compile(r'^\s*File "[^"]+", line \d+')
 _EXC_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b\s*[:(]")
 
 
@@ -77,10 +78,19 @@ class FailureMixin:
         if fid is None:
             if rank is None and _EXC_LINE_RE.search(msg):
                 self.last_error = msg.strip()[:500]  # the exception line that ends a traceback
+                self.first_error = self.first_error or self.last_error
+                if self.in_traceback is not None and self.failure is None:
+                    # a traceback and its exception, with no SGLang failure line around it: a crash whose cause is
+                    # this exception (cleared again if the server becomes ready after it)
+                    self._set_failure("crash", msg, self.in_traceback.get("rank"), now, False)
+                    self.failure["bare_traceback"] = True
                 self.in_traceback = None
+                return False
+            if rank is None and self.in_traceback is None and _FRAME_RE.match(msg):
+                self.in_traceback = {"rank": self._ctx_rank, "implicit": True}  # frames without their header
             return False
         entry = versions.ENTRY[fid]
-        if entry["first"] or entry["last"]:
+        if entry["narrows"] and (entry["first"] or entry["last"]):
             self.window.narrow_entry(entry)  # a failure text of known releases narrows the format too
         if fid in ("traceback", "scheduler_exception"):
             self.in_traceback = {"rank": rank if rank is not None else self._ctx_rank}
@@ -102,7 +112,8 @@ class FailureMixin:
             if fid == "piecewise_failed":
                 stage = "piecewise"
             if stage is None:
-                stage = "draft" if "draft" in msg.split("failed", 1)[0] else "decode"
+                head = msg.split("failed", 1)[0]
+                stage = "draft" if ("draft" in head or "MTP" in head) else "decode"
             gf = self.graph_fail
             if not gf or gf.get("stage") == "decode":
                 gf["stage"] = stage
@@ -144,7 +155,7 @@ class FailureMixin:
             self.oom.setdefault("rank", rank if rank is not None else self._ctx_rank)
             self._set_failure(outcome, msg, rank, now, outcome != "crash")
             return True
-        if fid in ("kv_not_enough", "kv_no_memory", "kv_hybrid_pool", "kv_swa_pool"):
+        if fid in ("kv_not_enough", "kv_no_memory", "kv_hybrid_pool", "kv_swa_cap", "kv_swa_pool"):
             self.in_traceback = None
             am = _KV_ABOVE_RE.search(msg)
             if am:
@@ -190,6 +201,19 @@ class FailureMixin:
                 self.rendezvous = {"side": "node", "seconds": int(cm.group(1)) // (1000 if ms else 1),
                                    "host": cm.group(3), "port": int(cm.group(4))}  # fmt: skip
             self._set_failure("dist_init_timeout", msg, rank, now, True)
+            return True
+        if fid == "nvshmem":
+            self.first_error = self.first_error or msg.strip()[:300]
+            self._set_failure("crash", msg, rank, now, True)
+            self.failure["cause"] = "nvshmem"
+            return True
+        if fid == "child_exit":
+            if self.failure is None or not self.failure["specific"]:
+                first = self.first_error
+                if self.failure is None:
+                    self._set_failure("crash", msg, rank, now, False)
+                self.failure["child_exit"] = msg.strip()[:300]
+                self.failure.setdefault("first_error", first)
             return True
         if fid == "nccl":
             self._set_failure("nccl_error", msg, rank, now, True)

@@ -12,19 +12,12 @@ import math
 import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_versions as versions
-
-PHASES = (
-    "started",
-    "weights_loading",
-    "weights_loaded",
-    "kv_allocated",
-    "memory_pool_ready",
-    "cuda_graph_capturing",
-    "cuda_graph_captured",
-    "http_up",
-    "ready",
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import (  # noqa: F401 (PHASES: re-exported)
+    PHASE_INDEX,
+    PHASES,
+    SERVER_PHASES,
 )
-PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+
 RANK_FIELDS = (
     "weights_gb",
     "avail_after_weights_gb",
@@ -187,7 +180,7 @@ class FormatWindow:
         return lo_ok and hi_ok
 
 
-_CAPTURE_RE = re.compile(r"Capture (?P<kind>(?:[a-z]+ ){0,3}?)(?:cuda|CUDA|cpu|npu) graph (?P<ev>begin|end)\b")
+_CAPTURE_RE = re.compile(r"Capture (?P<kind>(?:[\w-]+ ){0,4}?)(?:cuda|CUDA|cpu|npu) graph (?P<ev>begin|end)\b")
 _BS_LIST_RE = re.compile(r"\b(?:bs|cuda graph bs) ?=?\s?\[(?P<bs>[\d,\s]*)\]")
 _TYPE_RE = re.compile(r"\btype=([\w.]+)")
 _DTYPE_RE = re.compile(r"\bdtype[=:]\s*([\w.]+)")
@@ -245,21 +238,31 @@ class Runner:
         self.weights_quant = qm.group(1).strip() if qm else None
         self.loaded = True
 
-    def add_state_cache(self, conv, ssm):
-        self.state_cache_gb = add(self.state_cache_gb, add(conv, ssm))
+    def add_state_cache(self, size_gb):
+        self.state_cache_gb = add(self.state_cache_gb, size_gb)
 
-    def kv_line(self, msg, swa_full_tokens):
+    def add_pool(self, kind, tokens, size_gb, **extra):
+        """A pool that is not a plain KV line: the mamba state cache, a hybrid SWA pool's total, DeepSeek-V4's pool."""
+        if kind == "swa+full" and any(p.get("kind") in ("swa", "full") for p in self.kv_pools):
+            return  # SWAKVPool's line is the sum of the SWA and full pools its KV lines already gave
+        self.kv_pools.append(dict({"kind": kind, "tokens": tokens, "kv_size_gb": r2(size_gb)}, **extra))
+
+    def kv_line(self, msg, swa_full_tokens, swa_tokens=None):
         tokens = num(msg, "#tokens:", int)
         if msg.startswith("KV Cache skipped"):
-            self.kv_pools.append({"tokens": tokens, "kv_size_gb": 0.0})
+            self.kv_pools.append({"kind": "skipped", "tokens": tokens, "kv_size_gb": 0.0})
             self.kv_tokens = tokens if self.kv_tokens is None else self.kv_tokens
             return
         k, v, kv = num(msg, "K size:"), num(msg, "V size:"), num(msg, "KV size:")
         dm = re.search(r"\bdtype:\s*([\w.]+)", msg)
         if kv is None and k is not None:
             kv = k + (v or 0.0)
+        kind = "full"
+        if swa_tokens is not None and tokens == swa_tokens and tokens != swa_full_tokens:
+            kind = "swa"  # hybrid SWA: the sliding-window layers' pool
         self.kv_pools.append(
             {
+                "kind": kind,
                 "tokens": tokens,
                 "k_size_gb": k,
                 "v_size_gb": v,
@@ -348,7 +351,7 @@ class RankState:
         if not cm:
             return None
         log.window.match("capture", msg)
-        words = cm.group("kind").split()
+        words = cm.group("kind").lower().split()
         draft = "draft" in words
         kind = " ".join(words) or "decode"
         role = "prefill" if ("prefill" in words or "piecewise" in words) else ("draft" if draft else "main")
@@ -472,7 +475,7 @@ class RankQueries:
         if self.phase is not None and PHASE_INDEX[self.phase] >= PHASE_INDEX["http_up"]:
             if PHASE_INDEX[phase] <= PHASE_INDEX[self.phase]:
                 return True
-        if phase in ("http_up", "ready", "started"):
+        if phase in SERVER_PHASES:
             return phase in self.milestones
         if phase == "cuda_graph_captured" and self.graphs_disabled():
             phase = "memory_pool_ready"

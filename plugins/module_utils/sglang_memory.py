@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """SGLang's GPU memory arithmetic: KV-pool size, default mem_fraction_static, CUDA-graph headroom.
 
 This is the one place in the collection that knows how SGLang splits a GPU's memory. Pure functions and dataclasses,
@@ -12,8 +12,9 @@ The arithmetic (see docs/memory.md for the worked example)::
     avail     = free memory after the weights are loaded                 ~ pre_load - weights per rank
     rest      = avail - pre_load * (1 - mem_fraction_static)             the KV budget
     tokens    = floor(rest * 2**30 / budget_cell_bytes), capped, rounded down to the page size
-    pool      = (tokens + page_size) * actual_cell_bytes                 what the pool really allocates
-    left      = avail - pool - other pool-phase buffers                  "Memory pool end. avail mem=..."
+    pool      = sum of the pool's tensors, (tokens + page_size) slots each  "KV Cache is allocated. ... KV size"
+    left      = avail - segments(request table, each pool tensor, free list)  "Memory pool end. avail mem=..."
+              (segments: PyTorch's caching allocator rounds every tensor on its own, torch_cuda_alloc)
     left must hold the decode CUDA graphs captured next (plus a margin), or start-up dies in capture.
 
 Units: "GiB" everywhere is 2**30 bytes (SGLang's log says "GB" but divides by 2**30); GPU totals are MiB as
@@ -48,8 +49,11 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_kv import (
     canonical_kv_dtype,
     cell_bytes,
     default_page_size,
+    free_pages_bytes,
     kv_heads_per_rank,
     layers_per_rank,
+    max_num_reqs,
+    pool_tensor_bytes,
     req_to_token_bytes,
     resolve_kv_cache_dtype,
 )
@@ -64,24 +68,18 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_model import 
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_release import (
     canonical_speculative_algorithm,
-    cuda_graph_batch_sizes,
+    captured_batch_sizes,
     default_graph_settings,
     context_overhead_gib,
     default_mem_fraction_static,
     parse_gpu_arch,
     parse_version,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.torch_cuda_alloc import CachingAllocator, reserved_bytes
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Documented constants (docs/memory.md explains each one)
 # ---------------------------------------------------------------------------------------------------------------------
-
-#: Memory allocated between "Load weight end" and "Memory pool end" besides the KV pool and the request-to-token table
-#: (allocator free lists, slack). The reference run logged avail after weights 33.20 GiB, KV size 24.37 GiB and
-#: "Memory pool end. avail mem=8.61 GB": 0.22 GiB for the table and these. The table alone is 1.55 GiB at SGLang's
-#: default 2048 requests x 202 756 tokens, so that run must have served fewer requests (or a shorter context); with
-#: --max-running-requests 256 (0.19 GiB) 0.03 GiB remains. That request count is inferred from the log, not known.
-DEFAULT_POOL_EXTRA_GIB = 0.03
 
 #: A KV pool smaller than this is not a useful server: the recommendation never goes below it.
 DEFAULT_MIN_KV_TOKENS = 8192
@@ -136,6 +134,8 @@ class MemoryPlan:
     sglang_version: str
     model_family: str
     req_to_token_gib: float = 0.0
+    pool_reserved_gib: float = 0.0
+    allocator_rounding_gib: float = 0.0
     draft_pool_gib: float = 0.0
     speculative_algorithm: str | None = None
     draft_layers: int = 0
@@ -162,6 +162,8 @@ class _Eval:
     need_gib: float
     verdict: str
     req_to_token_gib: float = 0.0
+    reserved_gib: float = 0.0
+    rounding_gib: float = 0.0
     draft_pool_gib: float = 0.0
 
 
@@ -221,7 +223,7 @@ class _Planner:
                 self.draft_in_budget = True
                 self.cell_budget = int(self.cell_budget * (1 + self.draft_layers / nl))
                 self.cell_actual = int(self.cell_actual * (1 + self.draft_layers / nl))
-            self.draft_cell = self.cell_actual * self.draft_layers / nl
+        self.pool_layers = layers_per_rank(model, self.pp) + (self.draft_layers if self.draft_in_budget else 0)
         self.draft_tokens = a["num_draft_tokens"] or 0
         self.gpu_mem_mib = a["gpu_mem_mib"]
         if a["free_at_start_gib"] is not None:
@@ -247,7 +249,7 @@ class _Planner:
             self.weights = a["weights_gib"]
             self.free_after_weights = self.free_at_start - self.weights
         self.draft_weights = a["draft_weights_gib"] or 0.0
-        self.pool_extra = a["pool_extra_gib"]
+        self.nsa_backend = nsa
         self.max_total_tokens = a["max_total_tokens"]
         self.context_len = a["context_length"] or model.context_length or 4096
         self.max_running_requests = a["max_running_requests"]
@@ -259,57 +261,88 @@ class _Planner:
         self.graph_base = a["graph_base_gib"]
         self.measured_need = a["cuda_graph_need"]
 
-    def sizes(self, max_bs):
+    def sizes(self, max_bs, reqs=None):
+        """The decode batch sizes SGLang captures: its list cut at --cuda-graph-max-bs, then at the request table (which
+        is added as a size when the list goes beyond it: 0.5.9 cuda_graph_runner.py:190-215)."""
         if self.disable_graph:
             return []
-        return cuda_graph_batch_sizes(max_bs, self.disable_padding)
+        return captured_batch_sizes(max_bs, reqs, self.disable_padding)
 
-    def need(self, max_bs):
+    def need(self, max_bs, reqs=None):
         if self.disable_graph:
             return 0.0
         family, base, pad = self.model.family, self.graph_base, self.disable_padding
+
+        def model(bs):
+            if reqs is not None and reqs < bs:
+                return cuda_graph_need_gib(captured_batch_sizes(bs, reqs, pad), family, base)
+            return cuda_graph_need_gib_for(bs, family, base, pad)
+
         if self.measured_need is not None:
             if max_bs == self.max_bs:
                 return self.measured_need
             # scale a measured need by the model's shape when a smaller max bs is considered
-            full = cuda_graph_need_gib_for(self.max_bs, family, base, pad)
-            return self.measured_need * cuda_graph_need_gib_for(max_bs, family, base, pad) / full if full else 0.0
-        return cuda_graph_need_gib_for(max_bs, family, base, pad)
+            full = model(self.max_bs)
+            return self.measured_need * model(max_bs) / full if full else 0.0
+        return model(max_bs)
+
+    def max_num_reqs(self, tokens):
+        return max_num_reqs(
+            self.version, tokens, self.context_len, max_running_requests=self.max_running_requests, dp=self.dp
+        )
 
     def evaluate(self, fraction, max_bs):
-        need = self.need(max_bs)
         if self.free_after_weights <= 0:
+            need = self.need(max_bs)
             return _Eval(0, 0.0, 0.0, self.free_after_weights, need, "oom_weights")
         budget = self.free_after_weights - self.free_at_start * (1.0 - fraction)
         tokens = int(budget * GIB) // self.cell_budget if budget > 0 else 0
         if self.max_total_tokens:
             tokens = min(tokens, int(self.max_total_tokens))
         tokens = tokens // self.page_size * self.page_size
+        need = self.need(max_bs, self.max_num_reqs(tokens) if tokens > 0 else None)
         if tokens <= 0:
             return _Eval(0, budget, 0.0, self.free_after_weights, need, "oom_kv_pool")
-        pool = (tokens + self.page_size) * self.cell_actual / GIB
-        req = (
-            req_to_token_bytes(
-                self.version,
-                tokens,
-                self.context_len,
-                max_running_requests=self.max_running_requests,
-                dp=self.dp,
-                draft_tokens=self.draft_tokens,
-            )
-            / GIB
+        tensors = self.pool_tensors(tokens, self.pool_layers)
+        req_bytes = req_to_token_bytes(
+            self.version,
+            tokens,
+            self.context_len,
+            max_running_requests=self.max_running_requests,
+            dp=self.dp,
+            draft_tokens=self.draft_tokens,
         )
-        if pool + req > self.free_after_weights:
-            return _Eval(tokens, budget, pool, self.free_after_weights - pool - req, need, "oom_kv_pool", req)
-        left = self.free_after_weights - pool - req - self.pool_extra
+        # what "Memory pool end" sees: the table, the pool's tensors and the free list, each rounded by the allocator
+        alloc = CachingAllocator()
+        alloc.malloc(req_bytes)
+        alloc.malloc_all(tensors)
+        alloc.malloc(free_pages_bytes(tokens, self.page_size))
+        pool, req, reserved = sum(tensors) / GIB, req_bytes / GIB, alloc.reserved / GIB
+        rounding = (alloc.reserved - alloc.requested) / GIB
+        left = self.free_after_weights - reserved
+        if reserved > self.free_after_weights:
+            return _Eval(tokens, budget, pool, left, need, "oom_kv_pool", req, reserved, rounding)
         verdict = "ok" if left >= need else "oom_cuda_graph"
         draft = 0.0
         if self.draft_layers and not self.draft_in_budget:
             # up to 0.5.13 the draft weights and pool come after the target's graphs, from what they left
-            draft = (tokens + self.page_size) * self.draft_cell / GIB
+            draft = reserved_bytes(self.pool_tensors(tokens, self.draft_layers)) / GIB
             if verdict == "ok" and left - need < draft + self.draft_weights:
                 verdict = "oom_draft"
-        return _Eval(tokens, budget, pool, left, need, verdict, req, draft)
+        return _Eval(tokens, budget, pool, left, need, verdict, req, reserved, rounding, draft)
+
+    def pool_tensors(self, tokens, layers):
+        return pool_tensor_bytes(
+            self.model,
+            tokens,
+            self.attn_tp,
+            self.pp,
+            self.kv_dtype,
+            sglang_version=self.version,
+            page_size=self.page_size,
+            nsa_backend=self.nsa_backend,
+            layers=layers,
+        )
 
 
 def plan(
@@ -334,7 +367,6 @@ def plan(
     graph_base_gib=None,
     margin_gib=DEFAULT_MARGIN_GIB,
     context_overhead=None,
-    pool_extra_gib=DEFAULT_POOL_EXTRA_GIB,
     max_total_tokens=None,
     max_running_requests=None,
     context_length=None,
@@ -373,7 +405,6 @@ def plan(
         graph_base_gib=checked_number("graph_base_gib", graph_base_gib, minimum=0),
         margin_gib=checked_number("margin_gib", margin_gib, minimum=0),
         context_overhead=checked_number("context_overhead", context_overhead, minimum=0),
-        pool_extra_gib=checked_number("pool_extra_gib", pool_extra_gib, minimum=0),
         max_total_tokens=checked_number("max_total_tokens", max_total_tokens, minimum=1, integer=True),
         max_running_requests=checked_number("max_running_requests", max_running_requests, minimum=1, integer=True),
         context_length=checked_number("context_length", context_length, minimum=1, integer=True),
@@ -476,12 +507,14 @@ def plan(
         kv_cache_dtype=p.kv_dtype,
         page_size=p.page_size,
         cuda_graph_max_bs=0 if p.disable_graph else p.max_bs,
-        cuda_graph_batch_sizes=p.sizes(p.max_bs),
+        cuda_graph_batch_sizes=p.sizes(p.max_bs, p.max_num_reqs(e.tokens) if e.tokens else None),
         margin_gib=margin,
         headroom_gib=e.avail_after_pool_gib - e.need_gib - margin,
         sglang_version=p.version_str,
         model_family=spec.family,
         req_to_token_gib=e.req_to_token_gib,
+        pool_reserved_gib=e.reserved_gib,
+        allocator_rounding_gib=e.rounding_gib,
         draft_pool_gib=e.draft_pool_gib,
         speculative_algorithm=p.spec,
         draft_layers=p.draft_layers,

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """What the memory planner needs to know about a model, read from its directory: config.json (ModelSpec) and the
 checkpoint's size (safetensors index or headers). Standard library only (Ansible module_util and bin/sglang-plan)."""
 

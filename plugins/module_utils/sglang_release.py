@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """Which SGLang, and what it does by default, release by release: version parsing, the default
 --mem-fraction-static and its reserves, chunked-prefill and CUDA-graph defaults, the captured batch sizes.
 Every rule cites the release source it was read from (docs/memory.md). Standard library only."""
@@ -324,6 +324,17 @@ def cuda_graph_batch_sizes(max_bs, disable_padding=False):
         return list(range(1, max_bs + 1))
     sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, max_bs + 1, 32)]
     return [bs for bs in sizes if bs <= max_bs]
+
+
+def captured_batch_sizes(max_bs, max_num_reqs=None, disable_padding=False):
+    """What the decode graph runner captures: the list cut at max_bs, then at the request table's size, which is added
+    when the list went beyond it (get_batch_sizes_to_capture, 0.5.9 cuda_graph_runner.py:190-215: with
+    --max-running-requests 8 the graphs are 1, 2, 4, 8)."""
+    sizes = cuda_graph_batch_sizes(max_bs, disable_padding)
+    if max_num_reqs is None or not sizes or sizes[-1] <= int(max_num_reqs):
+        return sizes
+    reqs = int(max_num_reqs)
+    return sorted({bs for bs in sizes if bs <= reqs} | {reqs})
 
 
 def _count_in_range(start, stop_incl, step, limit):

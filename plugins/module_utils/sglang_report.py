@@ -22,23 +22,10 @@ import json
 import os
 import re
 
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logstate import PHASES
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import INTERVAL_LABELS, LAST, PHASE_INDEX
 
 SCHEMA = "llmops.sglang/report-v1"
 
-# Start-up phases in the order SGLang reaches them (the milestone names of sglang_server), and the label of the
-# interval that *starts* at each one: the interval started -> weights_loading is "launch", and so on.
-PHASE_ORDER = PHASES  # one home: sglang_logstate
-INTERVAL_LABELS = {
-    "started": "launch",
-    "weights_loading": "weight load",
-    "weights_loaded": "KV cache",
-    "kv_allocated": "memory pool",
-    "memory_pool_ready": "graph prep",
-    "cuda_graph_capturing": "CUDA graph capture",
-    "cuda_graph_captured": "HTTP start",
-    "http_up": "warm-up",
-}
 SEGMENTS = ("weights", "kv", "graphs", "other", "free")
 VERSION_KEYS = (
     "driver",
@@ -105,20 +92,20 @@ def timeline(milestones, elapsed=None, outcome=None):
     ends at the "ready" milestone.
     """
     points = []
-    for name in PHASE_ORDER:
+    for name in PHASE_INDEX:
         raw = (milestones or {}).get(name)
         t = _num(raw.get("t")) if isinstance(raw, dict) else _num(raw)  # StartupLog keeps {"t": ..}
         if t is not None:
             points.append((name, float(t)))
-    points.sort(key=lambda p: (p[1], PHASE_ORDER.index(p[0])))
+    points.sort(key=lambda p: (p[1], PHASE_INDEX[p[0]]))
     end = _num(elapsed)
     last_t = points[-1][1] if points else 0.0
     end = max(float(end), last_t) if end is not None else last_t
-    if points and points[-1][0] == "ready":
+    if points and points[-1][0] == LAST:
         end = last_t  # the wait may return a moment after the ready line; the start-up ended there
     phases = []
     for i, (name, t) in enumerate(points):
-        if name == "ready":
+        if name == LAST:
             break
         stop = points[i + 1][1] if i + 1 < len(points) else end
         phases.append({"phase": name, "label": INTERVAL_LABELS.get(name, name), "start": t, "end": stop})

@@ -15,6 +15,7 @@ import html
 import math
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import PHASE_COLOURS
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import SEGMENTS
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -24,16 +25,6 @@ SEGMENT_STYLE = {
     "graphs": ("CUDA graphs", "#f28e2b"),
     "other": ("other", "#bab0ac"),
     "free": ("free", "#eceff1"),
-}
-PHASE_COLOURS = {
-    "started": "#9c9c9c",
-    "weights_loading": "#4e79a7",
-    "weights_loaded": "#59a14f",
-    "kv_allocated": "#8cd17d",
-    "memory_pool_ready": "#f1ce63",
-    "cuda_graph_capturing": "#f28e2b",
-    "cuda_graph_captured": "#b07aa1",
-    "http_up": "#76b7b2",
 }
 VERSION_LABELS = (
     ("driver", "NVIDIA driver"),

@@ -1,5 +1,5 @@
-# Copyright: (c) llmops.sglang contributors
-# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 """The fleet's shape: which hosts form one SGLang server (a replica), each host's node rank, the head's address.
 
 The one owner of this arithmetic (the filter plugin llmops.sglang.fleet_topology; the shared role llmops_defaults

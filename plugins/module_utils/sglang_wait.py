@@ -31,11 +31,11 @@ import stat
 import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import StartupLog
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import WAIT_MILESTONES
 
 UNIT_CHECK_INTERVAL = 1.0
 HEALTH_INTERVAL = 1.0
 TAIL_LINES = 30
-WAIT_MILESTONES = ("kv_allocated", "cuda_graph_captured", "http_up", "ready")
 STATUSES = ("ready", "failed", "died", "stalled", "timeout", "budget")
 
 

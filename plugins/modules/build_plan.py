@@ -115,7 +115,8 @@ archs:
   description:
     - C(flash_attn) (C(120); sm_86/sm_89 map to C(80), sm_103 to C(100), sm_121 to C(120)),
       C(torch_cuda_arch_list) (C(12.0a)), C(cmake_cuda_architectures) (C(120a)), C(below_sm90), C(gencodes) (the
-      C(-gencode) flags sgl-kernel's CMakeLists.txt is patched to, e.g. C(-gencode=arch=compute_120a,code=sm_120a)).
+      C(-gencode) flags sgl-kernel's CMakeLists.txt is patched to, e.g. C(-gencode=arch=compute_120a,code=sm_120a)),
+      C(cmake_arch_args) (the arch part of sgl-kernel's C(CMAKE_ARGS), e.g. C(-DENABLE_BELOW_SM90=OFF)).
   returned: when O(arch_list) or O(archs_override) is given
   type: dict
 parallelism:

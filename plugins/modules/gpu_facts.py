@@ -77,12 +77,19 @@ EXAMPLES = r"""
 RETURN = r"""
 gpu_state:
   description:
-    - C(present) when nvidia-smi listed GPUs; C(no_driver) when nvidia-smi is missing or cannot reach the
-      driver; C(no_gpu) when the driver runs but sees no GPU; C(driver_mismatch) when the loaded kernel module
-      and the user-space library differ (reboot needed); C(error) for other failures (only when
-      O(fail_on_error=false)).
+    - C(present) when nvidia-smi listed GPUs.
+    - C(no_driver) when nvidia-smi is missing or cannot reach the driver (exit code 9, libnvidia-ml.so not found,
+      "couldn't communicate with the NVIDIA driver").
+    - C(no_gpu) when the driver runs but sees no GPU (exit code 6, "No devices were found").
+    - C(unsupported_gpu) when the driver runs but supports none of the GPUs ("No supported GPUs were found"), for
+      example GPUs bound to vfio-pci or GPUs that need another driver branch.
+    - C(driver_mismatch) when the loaded kernel module and the user-space library differ (reboot needed).
+    - C(gpu_lost) when a GPU does not answer ("Unable to determine the device handle", "GPU is lost", "fallen off the
+      bus"), usually Xid 79 in dmesg.
+    - C(error) for any other failure (only when O(fail_on_error=false); otherwise the module fails).
   returned: always
   type: str
+  choices: [present, no_driver, no_gpu, unsupported_gpu, driver_mismatch, gpu_lost, error]
   sample: present
 message:
   description: One sentence describing the state, for humans.

@@ -14,14 +14,19 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import sglang_cli
 import sglang_releases
 from common import HERE, REPO_ROOT, Stamp, clamp_mtimes, fingerprint, reset_dir, run, write
 
 STUBS = HERE / "stubs"
 FIX_FILE = "python/sglang/srt/layers/attention/triton_ops/extend_attention.py"
+# Where releases keep the SM120 fix's file (moved in 0.5.16; plugins/module_utils/sglang_flags.py owns the windows,
+# the mirror just finds whichever the tree has).
+FIX_FILES = (FIX_FILE, "python/sglang/kernels/ops/attention/extend_attention.py")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "*.egg-info", "build", "dist", ".pytest_cache")
 AUTHOR = ("SGLang stand-in", "sglang-sim@example.invalid")
 SGLANG_COMMITS = [
@@ -143,7 +148,7 @@ def transplant_sm120_fix(before: str, fixed: str) -> str:
     raise ValueError("the file without the fix has no 'if ... CUDA_CAPABILITY[0] >= 9:' branch at the fix's indent")
 
 
-def _git(args, cwd, date=None, author=AUTHOR):
+def _git(args, cwd, date=None, author=AUTHOR, check=True):
     env = {
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": "/dev/null",
@@ -151,10 +156,26 @@ def _git(args, cwd, date=None, author=AUTHOR):
         "GIT_AUTHOR_EMAIL": author[1],
         "GIT_COMMITTER_NAME": author[0],
         "GIT_COMMITTER_EMAIL": author[1],
+        # no detached `git gc --auto` racing the work tree's removal after the last commit
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "gc.auto",
+        "GIT_CONFIG_VALUE_0": "0",
+        "GIT_CONFIG_KEY_1": "maintenance.auto",
+        "GIT_CONFIG_VALUE_1": "false",
     }
     if date:
         env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    if not check:
+        proc = subprocess.run(
+            ["git", *args], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, check=False
+        )
+        return proc.stdout.strip() if proc.returncode == 0 else ""
     return run(["git", *args], cwd=cwd, env=env).strip()
+
+
+def _commit_tree(work: Path, tree_of: str, parent: str, date: str, *, message: str, author=REAL_AUTHOR):
+    """A commit with the tree of `tree_of` on top of `parent`, made without touching the work tree."""
+    return _git(["commit-tree", f"{tree_of}^{{tree}}", "-p", parent, "-m", message], work, date, author)
 
 
 def _commit(work: Path, date: str, message: str, tag: str | None, *, author=AUTHOR, annotated=False):
@@ -182,11 +203,16 @@ def _add_simbuild(tree: Path):
     shutil.copytree(STUBS / "simbuild", tree / "_simbuild", ignore=IGNORE, dirs_exist_ok=True)
 
 
-def build_sglang(sglang_src: Path, work_root: Path, dest: Path):
+def build_sglang(sglang_src: Path, work_root: Path, dest: Path, sources=None):
     work = work_root / "sglang"
     reset_dir(work)
     _git(["init", "-q", "-b", "main"], work)
     shutil.copytree(sglang_src, work, ignore=IGNORE, dirs_exist_ok=True)
+    # The options each served release's argparse accepts, read from its wheel/sdist: the stand-in refuses what the
+    # release it plays would refuse (sim/sglang/python/sglang/srt/sim_release_options.py).
+    options = sglang_cli.table(sorted((sources or {}).values())) if sources else None
+    if options:
+        write(work / "python/sglang/srt/sim_release_options.json", json.dumps(options, sort_keys=True) + "\n")
     # The tree's sgl-kernel becomes the stand-in *build* (a simulated CUDA compile that reads the jobs/threads/arch
     # knobs, records them and dies like the OOM killer over RAM), as upstream's sgl-kernel is a CMake build.
     _add_kernel_standin(work)
@@ -217,6 +243,7 @@ def build_sglang(sglang_src: Path, work_root: Path, dest: Path):
         "fix_file": str(fix.relative_to(work)),
         "derived": derived,
         "sgl_kernel_overlay": overlay,
+        "release_options": sorted(options["releases"]) if options else [],
     }
 
 
@@ -228,29 +255,68 @@ def _add_kernel_standin(work: Path):
     _add_simbuild(kernel)
 
 
-def build_real_sglang(sdists: dict, work_root: Path, dest: Path):
-    """Upstream's history as far as the releases show it: one tagged commit per sdist (python/ = the sdist's tree,
-    sgl-kernel/ = the stand-in), `main` at the newest, and branch sm120-fix-on-v0.5.8 = v0.5.8 + PR #14311."""
+def release_branch(version: str) -> str:
+    """Upstream's release branch of a version: release/v0.5.12 carries v0.5.12 and v0.5.12.postN (PR #25731:
+    "cherry-pick #25699 onto release/v0.5.12 so the fix lands in a v0.5.12.postN patch release")."""
+    return "release/v" + version.split(".post", maxsplit=1)[0]
+
+
+def build_real_sglang(sources: dict, work_root: Path, dest: Path):
+    """Upstream's history as far as the releases show it, tagged as upstream tags it.
+
+    Since v0.5.7 upstream tags each release on its own release branch, cut from main, and main never contains the
+    tag (PR #17950: "release tags (v0.5.7, v0.5.8, etc.) are created on separate release branches and are not part of
+    the main branch history after v0.5.6.post2"; python/tools/get_version_tag.py describes main from the highest tag
+    and the merge-base for that reason). So, per release, oldest first: a commit on `main` with the release's tree
+    (python/ = the sdist, or the tree rebuilt from the wheel; sgl-kernel/ = the stand-in), the branch
+    release/vX.Y.Z cut there, and on it the release commit with the lightweight tag vX (GitHub releases create
+    lightweight tags). `main` ends one commit after the newest release's branch point, with that release's tree: a
+    build of main is the newest release's source at a commit past its tag, as upstream's main is. Branch
+    sm120-fix-on-v0.5.8 = v0.5.8 + PR #14311."""
     work = work_root / "sglang-real"
     reset_dir(work)
     _git(["init", "-q", "-b", "main"], work)
-    tags, files = {}, {}
-    for n, (version, sdist) in enumerate(sdists.items()):
+    tags, files, branch_points = {}, {}, {}
+    for n, (version, artifact) in enumerate(sources.items()):
         for child in work.iterdir():
             if child.name != ".git":
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
-        sglang_releases.extract_python_tree(sdist, work / "python")
+        sglang_releases.extract_python_tree(artifact, work / "python")
         _add_kernel_standin(work)
-        files[version] = (work / FIX_FILE).read_text() if (work / FIX_FILE).exists() else None
+        fix_file = next((f for f in FIX_FILES if (work / f).exists()), None)
+        files[version] = (fix_file, (work / fix_file).read_text() if fix_file else None)
         date = f"2025-02-{n + 1:02d}T00:00:00+00:00"
-        tags[f"v{version}"] = _commit(
-            work, date, f"SGLang {version} (from PyPI: {sdist.name})", f"v{version}", author=REAL_AUTHOR, annotated=True
+        kind = (
+            "wheel; no sdist on PyPI, pyproject.toml rebuilt from its metadata"
+            if artifact.name.endswith(".whl")
+            else "sdist"
         )
+        branch_points[version] = _commit(
+            work, date, f"SGLang {version} tree (from PyPI: {artifact.name}, {kind})", None, author=REAL_AUTHOR
+        )
+        branch = release_branch(version)
+        parent = (
+            _git(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], work, check=False) or branch_points[version]
+        )
+        tags[f"v{version}"] = _commit_tree(
+            work, branch_points[version], parent, date.replace("T00", "T12"), message=f"Release v{version}"
+        )
+        _git(["update-ref", f"refs/heads/{branch}", tags[f"v{version}"]], work)
+        _git(["tag", f"v{version}", tags[f"v{version}"]], work)
+    newest = list(sources)[-1]
+    main = _commit(
+        work,
+        "2025-02-28T00:00:00+00:00",
+        f"Development continues on main after release/v{newest} was cut (tree unchanged: the v{newest} source)",
+        None,
+        author=REAL_AUTHOR,
+    )
     fix = None
-    fixed_release = next((v for v, text in files.items() if text and has_sm120_fix(text)), None)
-    if FIX_BASE in sdists and files.get(FIX_BASE) and fixed_release and not has_sm120_fix(files[FIX_BASE]):
+    fixed_release = next((v for v, (_f, text) in files.items() if text and has_sm120_fix(text)), None)
+    base_file, base_text = files.get(FIX_BASE, (None, None))
+    if FIX_BASE in sources and base_text and fixed_release and not has_sm120_fix(base_text):
         _git(["checkout", "-q", "-b", FIX_BRANCH, f"v{FIX_BASE}"], work)
-        (work / FIX_FILE).write_text(transplant_sm120_fix(files[FIX_BASE], files[fixed_release]))
+        (work / base_file).write_text(transplant_sm120_fix(base_text, files[fixed_release][1]))
         fix = {
             "branch": FIX_BRANCH,
             "base": f"v{FIX_BASE}",
@@ -261,12 +327,17 @@ def build_real_sglang(sdists: dict, work_root: Path, dest: Path):
     _publish(work, dest, "SGLang releases from PyPI")
     return {
         "url_path": f"/git/{dest.relative_to(dest.parents[1]).as_posix()}",
-        "releases": {v: p.name for v, p in sdists.items()},
+        "releases": {v: p.name for v, p in sources.items()},
+        "from_wheel": [v for v, p in sources.items() if p.name.endswith(".whl")],
         "tags": tags,
-        "main": tags[f"v{list(sdists)[-1]}"],
-        "sm120": {v: bool(text and has_sm120_fix(text)) for v, text in files.items()},
+        "branches": {release_branch(v): tags[f"v{v}"] for v in sources},
+        "branch_points": branch_points,
+        "main": main,
+        "main_release": newest,
+        "sm120": {v: bool(text and has_sm120_fix(text)) for v, (_f, text) in files.items()},
+        "fix_files": {v: f for v, (f, _t) in files.items()},
         "fix": fix,
-        "fix_file": FIX_FILE,
+        "fix_file": files[FIX_BASE][0] if FIX_BASE in files else None,
     }
 
 
@@ -311,25 +382,26 @@ def build(out: Path, sglang_src: Path | None = None, force=False, releases=None)
     if releases is None:
         releases = os.environ.get("SIM_SGLANG_RELEASES", " ".join(sglang_releases.DEFAULT_RELEASES)).split()
     git_root = out / "www" / "git"
-    sdists, sdist_error = {}, None
+    sources, sources_error = {}, None
     if releases:
         try:
-            sdists = sglang_releases.ensure(releases)
+            sources = sglang_releases.ensure(releases)
         except (RuntimeError, OSError, ValueError) as e:
-            sdist_error = f"SGLang releases {releases} not available: {e}"
+            sources_error = f"SGLang releases {releases} not available: {e}"
     stamp = Stamp(
         out,
         "git",
         fingerprint(
             Path(__file__),
             HERE / "sglang_releases.py",
+            HERE / "sglang_cli.py",
             STUBS / "simbuild",
             STUBS / "flash-attention",
             STUBS / "sgl-kernel",
             sglang_src,
-            *[str(v) for v in sdists],
-            *sdists.values(),
-            sdist_error or "",
+            *[str(v) for v in sources],
+            *sources.values(),
+            sources_error or "",
         ),
     )
     summary_file = out / "git-summary.json"
@@ -343,15 +415,15 @@ def build(out: Path, sglang_src: Path | None = None, force=False, releases=None)
     if sglang_src.is_dir():
         try:
             standin = git_root / "llmops-sim" / "sglang-standin.git"
-            summary["sglang-standin"] = build_sglang(sglang_src, work_root, standin)
+            summary["sglang-standin"] = build_sglang(sglang_src, work_root, standin, sources)
         except (FileNotFoundError, ValueError) as e:
             summary["sglang-standin"] = {"skipped": str(e)}
     else:
         summary["sglang-standin"] = {"skipped": f"no SGLang stand-in tree at {sglang_src}"}
-    if sdists:
-        summary["sglang"] = build_real_sglang(sdists, work_root, git_root / "sgl-project" / "sglang.git")
+    if sources:
+        summary["sglang"] = build_real_sglang(sources, work_root, git_root / "sgl-project" / "sglang.git")
     else:
-        summary["sglang"] = {"skipped": sdist_error or "no SGLang releases requested (SIM_SGLANG_RELEASES empty)"}
+        summary["sglang"] = {"skipped": sources_error or "no SGLang releases requested (SIM_SGLANG_RELEASES empty)"}
     for key in ("sglang-standin", "sglang"):
         if "skipped" in summary[key]:
             print(f"warning: {key} repository not built: {summary[key]['skipped']}", file=sys.stderr)

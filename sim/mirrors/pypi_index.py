@@ -92,10 +92,20 @@ def sglang_imports(releases=None):
     if not releases:
         return {}, [], None
     try:
-        sdists = sglang_releases.ensure(releases)
-        reqs = {v: sglang_deps.import_requirements(p) for v, p in sdists.items()}
+        sources = sglang_releases.ensure(releases)
+    except (RuntimeError, OSError, ValueError) as e:
+        return {}, [], f"the wheels import sglang needs are not available: {e}"
+    # Per release: a release whose `import sglang` loads modules its pyproject does not declare (0.5.23 loads the GPU
+    # stack: torch, flashinfer, triton, sgl_kernel, ...) gets none, and the error says which.
+    reqs, errors = {}, []
+    for v, p in sources.items():
+        try:
+            reqs[v] = sglang_deps.import_requirements(p)
+        except ValueError as e:
+            errors.append(f"{v}: {e}")
+    try:
         fetch = {r for rs in reqs.values() for r in rs if sglang_deps.req_name(r) not in STANDINS}
-        return reqs, sglang_deps.ensure_wheels(fetch), None
+        return reqs, sglang_deps.ensure_wheels(fetch), "; ".join(errors) or None
     except (RuntimeError, OSError, ValueError) as e:
         return {}, [], f"the wheels import sglang needs are not available: {e}"
 

@@ -25,7 +25,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hub
@@ -118,18 +118,49 @@ class Mirror:
         self.log_file = open(args.log, "a", buffering=1) if args.log else None
         self.requests = []
         self.lock = threading.Lock()
+        self.settled = threading.Condition(self.lock)
+        self.seq, self.cleared_at, self.inflight = 0, 0, {}
         self.stopping = threading.Event()
 
     def hub_pause(self):
         if self.hub_latency > 0:
             time.sleep(self.hub_latency)
 
-    def record(self, entry):
+    def begin(self, client):
+        """A request starts: its sequence number (what a clear of the log compares with)."""
         with self.lock:
-            self.requests.append(entry)
-            del self.requests[:-20000]
+            self.seq += 1
+            self.inflight[self.seq] = client
+            return self.seq
+
+    def record(self, seq, entry):
+        """The request's log entry, written before the last byte of its answer leaves (Handler.write_body): a
+        client holding its whole answer always finds the entry. A request begun before the last DELETE of the log
+        stays out of /_sim/requests (it belongs to whoever ran before the clear); --log keeps everything."""
+        with self.settled:
+            if seq > self.cleared_at:
+                self.requests.append(entry)
+                del self.requests[:-20000]
             if self.log_file:
                 self.log_file.write(json.dumps(entry) + "\n")
+
+    def end(self, seq):
+        with self.settled:
+            self.inflight.pop(seq, None)
+            self.settled.notify_all()
+
+    def clear(self, seq):
+        with self.lock:
+            self.requests.clear()
+            self.cleared_at = seq
+
+    def wait_settled(self, own, client=None, timeout=60.0):
+        """Block until no request but `own` (from `client`, or from anyone) is in flight: the entries of requests
+        whose client went away mid-answer (a killed download) land when the server notices. False on timeout."""
+        with self.settled:
+            return self.settled.wait_for(
+                lambda: not [s for s, c in self.inflight.items() if s != own and client in (None, c)], timeout
+            )
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -145,14 +176,53 @@ class Handler(BaseHTTPRequestHandler):
         self.sent = 0
         self.status = None
         self.fault = None
+        self.length = None  # the answer's Content-Length
+        self.recorded = False
+        self.seq = self.server.mirror.begin(self.client_address[0])
 
     def send_response(self, code, message=None):
         self.status = code
         super().send_response(code, message)
 
+    def send_header(self, keyword, value):
+        if keyword.lower() == "content-length":
+            self.length = int(value)
+        super().send_header(keyword, value)
+
+    def end_headers(self):
+        # an answer without a body is complete with its headers: its log entry goes first
+        if not getattr(self, "recorded", True) and (self.command == "HEAD" or self.length == 0):
+            self._record()
+        super().end_headers()
+
+    def write_body(self, data: bytes):
+        """Send part of the body. Before the answer's last byte the request is logged, so no client can hold a
+        whole answer whose entry is not in the log yet (the next test's DELETE of the log cannot be overtaken)."""
+        last = self.length is not None and self.sent + len(data) >= self.length
+        if last and not self.recorded and len(data) > 1:
+            self.wfile.write(data[:-1])
+            self.sent += len(data) - 1
+            data = data[-1:]
+        if last and not self.recorded:
+            self.sent += len(data)
+            self._record()
+            self.wfile.write(data)
+            return
+        self.wfile.write(data)
+        self.sent += len(data)
+
     def _finish(self):
+        # an answer cut short (a drop fault, a client gone, the server stopping) is logged here, before the
+        # connection closes: the client notices the cut only after this
+        if not self.recorded:
+            self._record()
+        self.server.mirror.end(self.seq)
+
+    def _record(self):
+        self.recorded = True
         url = urlsplit(self.path)
         self.server.mirror.record(
+            self.seq,
             {
                 "time": round(self.t0, 3),
                 "listener": self.server.name,
@@ -166,7 +236,7 @@ class Handler(BaseHTTPRequestHandler):
                 "bytes": self.sent,
                 "fault": self.fault,
                 "seconds": round(time.time() - self.t0, 3),
-            }
+            },
         )
 
     def send_body(self, status, body: bytes, headers=None, content_type="text/plain; charset=utf-8"):
@@ -176,9 +246,8 @@ class Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-            self.sent += len(body)
+        if self.command != "HEAD" and body:
+            self.write_body(body)
 
     def send_json(self, obj, status=200, headers=None):
         self.send_body(status, json.dumps(obj).encode(), headers, "application/json")
@@ -254,8 +323,7 @@ class Handler(BaseHTTPRequestHandler):
                 data = f.read(n)
                 if not data:
                     break
-                self.wfile.write(data)
-                self.sent += len(data)
+                self.write_body(data)
                 remaining -= len(data)
                 if slow:
                     time.sleep(len(data) / float(slow["bytes_per_sec"]))
@@ -343,11 +411,16 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json({"rate": mirror.hub_rate or 0, "latency": mirror.hub_latency})
         if path == "/_sim/requests":
             if self.command == "DELETE":
-                with mirror.lock:
-                    mirror.requests.clear()
+                mirror.clear(self.seq)
                 return self.send_json({"ok": True})
+            query = dict(parse_qsl(urlsplit(self.path).query))
+            if "settle" in query:
+                # ?settle[=CLIENT]: first wait until no other request (from CLIENT) is in flight, at most 60 s
+                if not mirror.wait_settled(self.seq, query["settle"] or None):
+                    return self.send_json({"error": "requests still in flight after 60 s"}, 504)
             with mirror.lock:
-                return self.send_json(list(mirror.requests))
+                entries = list(mirror.requests)
+            return self.send_json(entries)
         return self.send_body(404, b"unknown control endpoint\n")
 
     do_GET = do_HEAD = do_POST = do_DELETE = _route

@@ -20,10 +20,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import tomllib
 from pathlib import Path
+
+import sglang_releases
 
 CACHE = Path(os.environ.get("SIM_CACHE", "/var/cache/llmops-sim")) / "pypi-sglang-imports"
 # The simulated nodes' interpreter (Debian 12's python3.11) and platform (glibc 2.36, x86_64). pip 23 does not expand
@@ -45,20 +46,16 @@ def req_name(req: str) -> str:
     return normalize(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req).group(1))
 
 
-def _sources(sdist: Path):
-    """({module name: source} of the sdist's sglang package, [declared dependencies])."""
+def _sources(artifact: Path):
+    """({module name: source} of the release's sglang package, [declared dependencies]); an sdist, or a wheel whose
+    tree sglang_releases rebuilds (pyproject.toml from its metadata)."""
     modules, deps = {}, []
-    with tarfile.open(sdist) as tar:
-        for m in tar.getmembers():
-            parts = Path(m.name).parts
-            if not m.isfile() or len(parts) < 2:
-                continue
-            rel = Path(*parts[1:])
-            if rel.as_posix() == "pyproject.toml":
-                deps = tomllib.loads(tar.extractfile(m).read().decode())["project"]["dependencies"]
-            elif rel.parts[0] == "sglang" and rel.suffix == ".py":
-                name = ".".join(rel.with_suffix("").parts)
-                modules[name.removesuffix(".__init__")] = tar.extractfile(m).read().decode()
+    for rel, data, _mode in sglang_releases.python_files(artifact):
+        path = Path(rel)
+        if rel == "pyproject.toml":
+            deps = tomllib.loads(data.decode())["project"]["dependencies"]
+        elif path.parts[0] == "sglang" and path.suffix == ".py":
+            modules[".".join(path.with_suffix("").parts).removesuffix(".__init__")] = data.decode()
     return modules, deps
 
 
@@ -94,16 +91,24 @@ def _module_level_imports(tree, package: str, is_package: bool):
 def import_requirements(sdist: Path, cache: Path = CACHE) -> list:
     """The requirements (as the release declares them) of the third-party modules `import sglang` loads; the answer
     is cached per sdist and version of this file (reading an sdist takes about a second)."""
-    key = hashlib.sha256(Path(__file__).read_bytes() + sdist.read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256(
+        Path(__file__).read_bytes() + (Path(__file__).parent / "sglang_releases.py").read_bytes() + sdist.read_bytes()
+    ).hexdigest()[:16]
     memo = cache / f"requirements-{sdist.name}-{key}.json"
     if memo.is_file():
-        return json.loads(memo.read_text())
-    reqs = _scan(sdist)
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(reqs) + "\n")
-    os.replace(tmp, memo)
-    return reqs
+        answer = json.loads(memo.read_text())
+    else:
+        try:
+            answer = _scan(sdist)
+        except ValueError as e:  # remembered too: reading a 40 MB wheel again on every mirror build costs ~30 s
+            answer = {"error": str(e)}
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(answer) + "\n")
+        os.replace(tmp, memo)
+    if isinstance(answer, dict):
+        raise ValueError(answer["error"])
+    return answer
 
 
 def _scan(sdist: Path) -> list:

@@ -32,7 +32,11 @@ SRC_FIXED = "/opt/sglang-src"
 SRC_NOFIX = "/opt/sglang-src-nofix"
 PORT = 30000
 TIME_SCALE = "0.2"
-BASE_ARGS = ["--model-path", MODEL, "--tp", "8", "--mem-fraction-static", "0.88", "--host", "0.0.0.0"]
+# the reference story's launch that worked: 0.88 with --max-running-requests 64
+BASE_ARGS = [
+    "--model-path", MODEL, "--tp", "8", "--mem-fraction-static", "0.88", "--max-running-requests", "64",
+    "--host", "0.0.0.0",
+]  # fmt: skip
 
 BASE_UNIT = f"""[Unit]
 Description=SGLang server (llmops.sglang integration test, stand-in)
@@ -311,12 +315,12 @@ class ModuleRun:
         return self.launch + self.result["elapsed"]
 
 
-def run_sglang_server(node: Node, tmp_path: Path, params: dict, *, timeout: float = 120) -> ModuleRun:
+def run_sglang_server(node: Node, tmp_path: Path, params: dict, *, timeout: float = 600) -> ModuleRun:
     """Run llmops.sglang.sglang_server against ``node`` through ansible-playbook; returns the parsed task result."""
     return run_playbook(node, tmp_path, [{"name": "sglang_server", "llmops.sglang.sglang_server": params}], timeout)
 
 
-def run_playbook(node: Node, tmp_path: Path, tasks: list[dict], timeout: float = 120) -> ModuleRun:
+def run_playbook(node: Node, tmp_path: Path, tasks: list[dict], timeout: float = 600) -> ModuleRun:
     """Run ``tasks`` on ``node``; returns the result of the last task that produced one for the node."""
     inv = tmp_path / "inventory.ini"
     inv.write_text(

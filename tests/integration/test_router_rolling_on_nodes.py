@@ -27,6 +27,7 @@ from collections import Counter
 
 import pytest
 from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, fleet_inventory, sim_node, ssh_key
+from events import GUARD, wait_until
 
 pytestmark = pytest.mark.node
 
@@ -112,6 +113,15 @@ class Fleet:
             out[m.group(1)] += int(m.group(2))
         return out
 
+    def wait_served_by_both(self, before: Counter) -> None:
+        """Until each replica has served a request since ``before`` (the event a test starts its roll on)."""
+
+        def both():
+            now = self.served_by_worker()
+            return all(now[u] > before[u] for u in URLS)
+
+        wait_until(both, "a request served by each replica")
+
     def main_pid(self, ip: str) -> str:
         return ssh(self.key, ip, "systemctl show sglang.service -p MainPID --value").strip()
 
@@ -149,7 +159,7 @@ class ClientLoop:
             {"Content-Type": "application/json"},
         )
         try:
-            with OPENER.open(req, timeout=30) as r:
+            with OPENER.open(req, timeout=120) as r:  # a hang guard: an answer takes well under a second
                 ok = r.status == 200 and json.loads(r.read())["choices"][0]["message"]["content"]
                 code = 200 if ok else f"{r.status} without text"
         except urllib.error.HTTPError as e:
@@ -245,8 +255,15 @@ def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
 
 def test_the_router_spreads_a_client_loop_over_both_replicas(fleet):
     before = fleet.served_by_worker()
-    loop = ClientLoop(limit=500, deadline=180).start().join()
-    after = fleet.served_by_worker()
+    loop = ClientLoop(limit=500, deadline=GUARD).start().join()  # the deadline is a hang guard
+    # the router counts an outcome once the worker's answer is handled, which may be after the client has it:
+    # wait until its counters have caught up with the loop (or gone past it: then the assertion below fails)
+
+    def counted():
+        now = fleet.served_by_worker()
+        return now if sum(now[u] - before[u] for u in URLS) >= 500 else None
+
+    after = wait_until(counted, "the router's counters to reach the loop's 500 requests")
     per_replica = {u: after[u] - before[u] for u in URLS}
     assert loop.codes == {200: 500}, (loop.codes, loop.errors[:5])
     assert sum(per_replica.values()) == 500, per_replica
@@ -258,7 +275,7 @@ def test_a_rolling_restart_under_load_fails_no_request(fleet):
     pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
     before = fleet.served_by_worker()
     loop = ClientLoop(limit=20000, deadline=600).start()
-    time.sleep(2)
+    fleet.wait_served_by_both(before)  # the loop is under way on both replicas before the roll starts
     run = fleet.playbook(["playbooks/rolling_restart.yml"])
     loop.stop()
     after = fleet.served_by_worker()
@@ -276,8 +293,9 @@ def test_a_rolling_restart_under_load_fails_no_request(fleet):
 
 def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
     pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
+    before = fleet.served_by_worker()
     loop = ClientLoop(limit=20000, deadline=600).start()
-    time.sleep(2)
+    fleet.wait_served_by_both(before)
     run = fleet.playbook(["playbooks/server.yml"], {"server_mem_fraction_static": 0.87})
     loop.stop()
     assert run.rc == 0, run.why()
@@ -296,7 +314,9 @@ def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_se
     rr2 = REPLICAS["rr2"]
     ssh(fleet.key, rr2, "mkdir -p /etc/sglang-sim && echo 'crash@weights_loading' > /etc/sglang-sim/fault")
     try:
+        before = fleet.served_by_worker()
         loop = ClientLoop(limit=20000, deadline=600).start()
+        fleet.wait_served_by_both(before)
         run = fleet.playbook(["playbooks/rolling_restart.yml"])
         loop.stop()
         assert run.rc != 0

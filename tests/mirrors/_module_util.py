@@ -2,10 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,15 +46,20 @@ def start_module(args):
     return proc
 
 
-def wait_for(predicate, timeout, what):
-    """Poll ``predicate`` every 50 ms for at most ``timeout`` seconds (bounded); its value or AssertionError."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+def kill_when(args, predicate, what):
+    """Start the module, SIGKILL it once ``predicate()`` holds (an event on disk, never a moment), and clean up."""
+    from events import wait_until
+
+    proc = start_module(args)
+    try:
+        wait_until(predicate, what)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        os.unlink(proc.args_file)
 
 
 def segment_state(dest, rel):

@@ -35,7 +35,7 @@ PLAY = """
         wait_budget: 1
       register: dl
       until: dl.done
-      retries: 60
+      retries: 300  # a hang guard: about 6 slices are needed, more only on a starved machine
       delay: 0
 """
 
@@ -75,8 +75,11 @@ def test_the_callback_shows_the_download_moving(server, tmp_path):
     lines = [m for m in (LINE.match(x.strip()) for x in p.stdout.splitlines()) if m]
     assert len(lines) >= 4, p.stdout[-3000:]
     done = [float(m.group(3)) * UNIT[m.group(4)] for m in lines]
-    # it moves: never backwards, and at least four different figures (a last slice may only hash and move files)
+    # it moves: never backwards, and at least four different figures (a last slice may only hash and move files). The
+    # hub's pace caps a 1 s slice at about 2 MiB of 12, so a loaded machine gives more slices, never fewer figures.
     assert all(a <= b for a, b in itertools.pairwise(done)) and len(set(done)) >= 4, done
-    assert all(m.group(5) and m.group(6) for m in lines[:-1])  # rate and ETA while it runs
+    # rate and ETA on every slice that moved the download while it runs (a starved slice may move nothing)
+    moved = [m for m, before, now in zip(lines[:-1], [0.0, *done], done, strict=False) if now > before]
+    assert moved and all(m.group(5) and m.group(6) for m in moved), [m.group(0) for m in lines]
     last = lines[-1]
     assert last.group(7) and last.group(1) == last.group(2)  # "N/N files ... (done)"

@@ -1,8 +1,10 @@
-"""Git repositories over dumb HTTP: real SGLang releases (from PyPI's sdists) with the SM120 fix commit, the SGLang
-stand-in before/after the fix, and flash-attention."""
+"""Git repositories over dumb HTTP: real SGLang releases (PyPI's sdists, or the wheel where there is none) tagged as
+upstream tags them, with the SM120 fix commit, the SGLang stand-in before/after the fix, and flash-attention."""
 
+import json
 import subprocess
-import tarfile
+import tomllib
+import zipfile
 
 import git_sources
 import pytest
@@ -37,41 +39,97 @@ def test_standin_clone_has_fix_only_in_head(built, server, tmp_path):
     assert git("tag", cwd=repo).split() == ["v0.5.8", "v0.5.9"]
     assert git("rev-parse", "v0.5.8^{commit}", cwd=repo).strip() == info["commits"][0]
     assert (repo / "sgl-kernel" / "pyproject.toml").exists()
+    # The option table of every served real release, read from its wheel/sdist: the stand-in plays those releases.
+    options = json.loads(git("show", "HEAD:python/sglang/srt/sim_release_options.json", cwd=repo))
+    assert (
+        sorted(options["releases"])
+        == sorted(built["summary"]["git"]["sglang"]["releases"])
+        == sorted(info["release_options"])
+    )
+    assert "--cuda-graph-max-bs-decode" not in str(options["releases"]["0.5.9"])
 
 
-def test_real_sglang_clone_has_the_released_trees_in_upstream_layout(built, server, tmp_path):
+@pytest.fixture(scope="module")
+def real(built, server, tmp_path_factory):
+    """One clone of the real releases' repository for the tests that only read it (about 20 MB over dumb HTTP)."""
+    repo = tmp_path_factory.mktemp("real") / "sglang"
+    git("clone", "-q", f"{server['git']}sgl-project/sglang.git", repo)
+    return repo
+
+
+def test_real_sglang_clone_has_the_released_trees_in_upstream_layout(built, real):
     info = built["summary"]["git"]["sglang"]
     assert "skipped" not in info, info
-    git("clone", "-q", f"{server['git']}sgl-project/sglang.git", tmp_path / "real")
-    repo = tmp_path / "real"
+    repo = real
     versions = list(info["releases"])
     assert versions[:2] == ["0.5.8", "0.5.9"] and len(versions) == 3
-    assert sglang_releases.version_key(versions[2]) > sglang_releases.version_key("0.5.9")
+    newest = versions[2]
+    assert sglang_releases.version_key(newest) > sglang_releases.version_key("0.5.10.post1")  # wheel-only on PyPI
+    assert info["from_wheel"] == [newest] and info["main_release"] == newest
     assert sorted(git("tag", cwd=repo).split()) == sorted(f"v{v}" for v in versions)
-    # main is the newest release; history is linear through the releases.
-    assert git("rev-parse", "HEAD", cwd=repo).strip() == info["tags"][f"v{versions[2]}"]
-    assert git("rev-list", "--count", "HEAD", cwd=repo).strip() == "3"
+    # Tagged as upstream tags: each release on release/vX.Y.Z, lightweight, never on main.
+    for v in versions:
+        tag = f"v{v}"
+        assert git("cat-file", "-t", tag, cwd=repo).strip() == "commit"
+        assert git("rev-parse", f"origin/release/{tag}", cwd=repo).strip() == info["tags"][tag]
+        assert (
+            subprocess.run(["git", "merge-base", "--is-ancestor", tag, "HEAD"], cwd=repo, check=False).returncode == 1
+        )
+        assert git("rev-parse", f"{tag}~1", cwd=repo).strip() == info["branch_points"][v]
+        assert git("diff", "--stat", info["branch_points"][v], tag, cwd=repo) == ""  # the release commit adds nothing
+    # main: one commit past the newest release's branch point, with exactly the newest release's tree.
+    assert git("rev-parse", "HEAD", cwd=repo).strip() == info["main"]
+    assert git("rev-parse", "HEAD~1", cwd=repo).strip() == info["branch_points"][newest]
+    assert git("rev-parse", "HEAD^{tree}", cwd=repo) == git("rev-parse", f"v{newest}^{{tree}}", cwd=repo)
+    assert git("describe", "--tags", "--always", cwd=repo).strip() == info["main"][:7]  # no tag in main's history
     for version in versions:
-        sdist = sglang_releases.CACHE / info["releases"][version]
-        with tarfile.open(sdist) as tar:
-            real = tar.extractfile(f"sglang-{version}/sglang/srt/layers/attention/triton_ops/extend_attention.py")
-            real_text = real.read().decode()
-            pyproject = tar.extractfile(f"sglang-{version}/pyproject.toml").read().decode()
+        artifact = sglang_releases.CACHE / info["releases"][version]
+        fix_file = info["fix_files"][version]
+        files = {rel: data for rel, data, _ in sglang_releases.python_files(artifact)}
+        real_text = files[fix_file.removeprefix("python/")].decode()
         # Byte for byte the released file, at upstream's path; the sdist-only files are not in the tree.
-        assert git("show", f"v{version}:{info['fix_file']}", cwd=repo) == real_text
-        assert git("show", f"v{version}:python/pyproject.toml", cwd=repo) == pyproject
-        tree = git("ls-tree", "-r", "--name-only", f"v{version}", cwd=repo).split()
+        assert git("show", f"v{version}:{fix_file}", cwd=repo) == real_text
+        assert git("show", f"v{version}:python/pyproject.toml", cwd=repo) == files["pyproject.toml"].decode()
+        tree = git("ls-tree", "-r", "--name-only", f"v{version}", cwd=repo).splitlines()
         assert "python/PKG-INFO" not in tree and "python/sglang/_version.py" not in tree
-        assert not any(p.startswith("python/sglang.egg-info/") for p in tree)
+        assert not any(p.startswith("python/sglang.egg-info/") or p.endswith(".so") for p in tree)
         assert "sgl-kernel/CMakeLists.txt" in tree or "sgl-kernel/pyproject.toml" in tree
         assert (FIX in real_text) == (version != "0.5.8") == info["sm120"][version]
     assert "setuptools-scm" in git("show", "v0.5.9:python/pyproject.toml", cwd=repo)
+    assert info["fix_files"][newest] == "python/sglang/kernels/ops/attention/extend_attention.py"  # moved in 0.5.16
 
 
-def test_real_sglang_fix_commit_is_pr_14311_on_v058(built, server, tmp_path):
+def test_wheel_release_tree_is_the_wheel_minus_binaries_with_pyproject_from_its_metadata(built, real):
     info = built["summary"]["git"]["sglang"]
-    git("clone", "-q", f"{server['git']}sgl-project/sglang.git", tmp_path / "real")
-    repo = tmp_path / "real"
+    newest = info["main_release"]
+    wheel = sglang_releases.CACHE / info["releases"][newest]
+    repo = real
+    with zipfile.ZipFile(wheel) as z:
+        shipped = {n for n in z.namelist() if n.startswith("sglang/") and not n.endswith("/")}
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    tree = {p.removeprefix("python/") for p in git("ls-tree", "-r", "--name-only", "HEAD", cwd=repo).splitlines()}
+    binaries = {n for n in shipped if n.endswith(".so")}
+    assert binaries and not binaries & tree
+    assert shipped - binaries - {"sglang/_version.py"} <= tree
+    pyproject = tomllib.loads(git("show", "HEAD:python/pyproject.toml", cwd=repo))
+    declared = [line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist: ")]
+    assert pyproject["project"]["dependencies"] == [r for r in declared if "extra ==" not in r]
+    assert sum(len(v) for v in pyproject["project"]["optional-dependencies"].values()) == len(declared) - len(
+        pyproject["project"]["dependencies"]
+    )
+    assert (
+        pyproject["project"]["dynamic"] == ["version"]
+        and "setuptools-scm>=8.0" in pyproject["build-system"]["requires"]
+    )
+    assert pyproject["project"]["scripts"]["sglang"] == "sglang.cli.main:main"
+    assert "Rebuilt by llmops.sglang's git mirror from " + wheel.name in git(
+        "show", "HEAD:python/pyproject.toml", cwd=repo
+    )
+
+
+def test_real_sglang_fix_commit_is_pr_14311_on_v058(built, real):
+    info = built["summary"]["git"]["sglang"]
+    repo = real
     fix = info["fix"]
     assert fix["base"] == "v0.5.8" and fix["taken_from"] == "v0.5.9"
     head = f"origin/{fix['branch']}"
@@ -110,7 +168,9 @@ def test_flash_attention_clone(server, tmp_path):
 
 def test_commit_shas_are_reproducible(built, tmp_path):
     again = git_sources.build(tmp_path / "out", built["tmp"] / "sglang-src", releases=["0.5.8"])
-    assert again["sglang-standin"]["commits"] == built["summary"]["git"]["sglang-standin"]["commits"]
+    twice = git_sources.build(tmp_path / "out2", built["tmp"] / "sglang-src", releases=["0.5.8"])
+    # The stand-in's tree holds the served releases' option tables, so its shas follow the releases served.
+    assert again["sglang-standin"]["commits"] == twice["sglang-standin"]["commits"]
     assert again["sglang"]["tags"]["v0.5.8"] == built["summary"]["git"]["sglang"]["tags"]["v0.5.8"]
     assert again["flash-attention"]["commits"] == built["summary"]["git"]["flash-attention"]["commits"]
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from events import GUARD, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_SGLANG = ROOT / "sim" / "sglang"
@@ -91,7 +92,9 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_bytes().decode("utf-8", "replace")
 
-    def wait_for(self, text: str, timeout: float = 20) -> bool:
+    def wait_for(self, text: str, timeout: float = GUARD) -> bool:
+        """True once ``text`` is in the log, False when the process ended without it. ``timeout`` is a hang guard
+        (tests/events.py): the wait ends the moment the line is there."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if text in self.log:
@@ -101,8 +104,12 @@ class Server:
             time.sleep(0.05)
         return False
 
-    def wait_exit(self, timeout: float = 20) -> int:
+    def wait_exit(self, timeout: float = GUARD) -> int:
         return self.proc.wait(timeout=timeout)
+
+    def wait_session_empty(self) -> None:
+        """Until nothing of the launcher's session is alive (the launcher reaps its ranks; an orphan never goes)."""
+        wait_until(lambda: self.session_alive() == [], "the launcher's session to be empty")
 
     def children(self) -> list[int]:
         return sorted(pid for pid, fields in _proc_stats() if int(fields[1]) == self.proc.pid)

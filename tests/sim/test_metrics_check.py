@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from real_releases import wheel as release_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
-RELEASES = Path(os.environ.get("SGLANG_RELEASES", "/var/cache/llmops-sglang-releases"))
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "server" / "defaults" / "main.yml").read_text())
 READY = "The server is fired up and ready to roll!"
 
@@ -67,7 +67,7 @@ def run_check(tmp_path: Path, port: int, expected: list[str] | None = None) -> s
 @pytest.fixture
 def ready_server(launch, models):
     s = launch(["--model-path", str(models["llama3-8b"]), "--enable-metrics", "--served-model-name", "llama-3-8b"])
-    assert s.wait_for(READY, timeout=30), s.log
+    assert s.wait_for(READY), s.log
     return s
 
 
@@ -88,17 +88,14 @@ def test_metrics_check_fails_and_names_a_wrong_metric(tmp_path, ready_server):
 
 def test_metrics_check_fails_when_metrics_are_off(tmp_path, launch, models):
     s = launch(["--model-path", str(models["llama3-8b"])])
-    assert s.wait_for(READY, timeout=30), s.log
+    assert s.wait_for(READY), s.log
     res = run_check(tmp_path, s.port)
     assert res.returncode != 0
     assert "found HTTP 404" in res.stdout + res.stderr
 
 
 def _real_collector() -> str:
-    wheels = sorted(RELEASES.glob("sglang-0.5.9-*.whl"))
-    if not wheels:
-        pytest.skip(f"no sglang 0.5.9 wheel in {RELEASES} (make fetch-sglang-wheel fetches it)")
-    with zipfile.ZipFile(wheels[0]) as z:
+    with zipfile.ZipFile(release_wheel("0.5.9")) as z:
         return z.read("sglang/srt/metrics/collector.py").decode()
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 from conftest import PROFILES
+from events import wait_until
 
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_log, sglang_memory
 
@@ -30,17 +30,20 @@ COMBOS = [
 ]
 
 
-def pool_figures(server, tp: int, timeout: float = 30) -> dict:
+def pool_figures(server, tp: int) -> dict:
     """Per-rank figures once every rank has logged `Memory pool end` (ranks log in their own order)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ranks():
+        alive = server.proc.poll() is None  # before the read: an exit after it still finds every line in the log
         log = sglang_log.StartupLog()
         log.feed(server.log)
-        ranks = log.result()["ranks"]
-        if sum(1 for r in ranks.values() if r["avail_after_pool_gb"] is not None) == tp:
-            return ranks
-        time.sleep(0.1)
-    raise AssertionError(f"not every rank reached Memory pool end:\n{server.log}")
+        found = log.result()["ranks"]
+        if sum(1 for r in found.values() if r["avail_after_pool_gb"] is not None) == tp:
+            return found
+        assert alive, f"the stand-in exited before every rank reached Memory pool end:\n{server.log}"
+        return None
+
+    return wait_until(ranks, f"every rank to reach Memory pool end:\n{server.log[-2000:]}")
 
 
 @pytest.mark.parametrize(
@@ -106,14 +109,16 @@ def runner_figures(log: str) -> dict[str, list[dict]]:
     return out
 
 
-def wait_for(server, predicate, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        figures = runner_figures(server.log)
-        if predicate(figures):
-            return figures
-        time.sleep(0.1)
-    raise AssertionError(f"the stand-in did not reach the expected lines:\n{server.log[-4000:]}")
+def wait_for(server, predicate):
+    def figures():
+        alive = server.proc.poll() is None
+        found = runner_figures(server.log)
+        if predicate(found):
+            return found
+        assert alive, f"the stand-in exited before the expected lines:\n{server.log[-4000:]}"
+        return None
+
+    return wait_until(figures, "the stand-in's expected lines")
 
 
 SPEC_COMBOS = [

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
+
+from events import wait_until
 
 READY = "The server is fired up and ready to roll!"
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -24,9 +25,11 @@ def call(port: int, path: str, body: dict | None = None, key: str | None = None)
         return e.code, e.read()
 
 
-def test_http_api(launch, models):
+def test_http_api(launch, models, tmp_path):
+    hold = tmp_path / "hold-warmup"
+    hold.touch()  # the server waits before its warm-up until the test has seen /health answer 503
     env = {
-        "SGLANG_SIM_FAULT": "delay@http_up seconds=1.5",
+        "SGLANG_SIM_FAULT": f"hold@http_up file={hold}",
         # a proxy that would break the warm-up if it were used for 127.0.0.1
         "http_proxy": "http://127.0.0.1:9",
         "HTTP_PROXY": "http://127.0.0.1:9",
@@ -49,7 +52,8 @@ def test_http_api(launch, models):
     )
     assert s.wait_for("Uvicorn running on")
     assert call(s.port, "/health")[0] == 503  # starting: warm-up not done
-    assert s.wait_for(READY, timeout=20), s.log
+    hold.unlink()
+    assert s.wait_for(READY), s.log
     assert call(s.port, "/health")[0] == 200
     assert call(s.port, "/health_generate")[0] == 200
 
@@ -107,34 +111,42 @@ def test_metrics_off_and_health_when_schedulers_hang(launch, models):
     )
     assert s.wait_for(READY)
     assert call(s.port, "/metrics")[0] == 404
-    time.sleep(0.2)
-    assert call(s.port, "/health")[0] == 503
+    # the schedulers stop answering right after the ready line: /health turns 503 once they do (each unanswered
+    # check takes the 0.5 s health timeout)
+    wait_until(lambda: call(s.port, "/health")[0] == 503, "/health to answer 503 once the schedulers hang")
     assert "Health check failed. Server couldn't get a response from detokenizer for last 0.5 seconds." in s.log
 
 
-def test_load_endpoints_count_requests_in_flight(launch, models):
+def test_load_endpoints_count_requests_in_flight(launch, models, tmp_path):
     """/get_load (what SGLang's router polls) and /v1/loads (what a drain waits on) count unanswered requests."""
     import threading
 
+    hold = tmp_path / "hold-requests"
     s = launch(
         ["--model-path", str(models["llama3-8b"]), "--served-model-name", "llama-3-8b"],
         profile="h100-80gb-x8.json",
-        env={"SGLANG_SIM_REQUEST_SECONDS": "2"},
+        env={"SGLANG_SIM_REQUEST_HOLD": str(hold)},  # requests wait while the file exists
     )
-    assert s.wait_for(READY, timeout=20), s.log
+    assert s.wait_for(READY), s.log
     idle = json.loads(call(s.port, "/v1/loads")[1])
     assert idle["aggregate"]["total_reqs"] == 0 and idle["dp_rank_count"] == 1
     assert json.loads(call(s.port, "/get_load")[1])[0]["num_reqs"] == 0
 
     req = {"text": "a prompt of seven tokens here", "sampling_params": {"max_new_tokens": 3}}
+    hold.touch()
     threads = [threading.Thread(target=call, args=(s.port, "/generate", req)) for _ in range(3)]
     for t in threads:
         t.start()
-    time.sleep(1.0)
-    busy = json.loads(call(s.port, "/v1/loads")[1])
-    load = json.loads(call(s.port, "/get_load")[1])[0]
-    for t in threads:
-        t.join()
+    try:
+        busy = wait_until(
+            lambda: (b := json.loads(call(s.port, "/v1/loads")[1]))["aggregate"]["total_reqs"] == 3 and b,
+            "3 requests in flight",
+        )
+        load = json.loads(call(s.port, "/get_load")[1])[0]
+    finally:
+        hold.unlink()
+        for t in threads:
+            t.join()
     assert busy["aggregate"]["total_reqs"] == 3, busy
     assert busy["loads"][0]["num_running_reqs"] + busy["loads"][0]["num_waiting_reqs"] == 3
     assert load["num_reqs"] == 3 and load["num_tokens"] == 3 * 7, load

@@ -5,8 +5,9 @@ code must appear, as a template, in the sglang wheel of a release whose format f
 default family, 0.5.14 for the 0.5.14 family. Templates are compared after the same normalisation on both sides:
 implicit concatenations joined, every ``{expression}`` replaced by ``{}`` with its conversion and format spec kept.
 
-Runs when the wheels are in the release cache (``SGLANG_RELEASES``, default /var/cache/llmops-sglang-releases, filled
-by ``pip download sglang==X --no-deps``); skipped otherwise. It never reads the product's grammar or memory code.
+The wheels come from the release cache (``SGLANG_RELEASES``, default /var/cache/llmops-sglang-releases) or are fetched
+into it (real_releases.wheel); the test fails, never skips, when they cannot be had. It never reads the product's
+grammar or memory code.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from real_releases import wheel as release_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "sim" / "sglang" / "python" / "sglang" / "srt"
-RELEASES = Path(os.environ.get("SGLANG_RELEASES", "/var/cache/llmops-sglang-releases"))
 STANDIN_FILES = [
     "model_executor/model_runner.py",
     "model_executor/cuda_graph_runner.py",
@@ -86,9 +87,7 @@ TEMPLATE_CACHE = Path(os.environ.get("SIM_CACHE", "/var/cache/llmops-sim")) / "s
 
 
 def wheel_templates(version: str) -> set[str]:
-    wheels = sorted(RELEASES.glob(f"sglang-{version}-*.whl"))
-    if not wheels:
-        pytest.skip(f"no sglang {version} wheel in {RELEASES} (pip download sglang=={version} --no-deps)")
+    wheels = [release_wheel(version)]
     key = hashlib.sha256(wheels[0].read_bytes() + Path(__file__).read_bytes()).hexdigest()
     cached = TEMPLATE_CACHE / f"{wheels[0].name}.{key[:16]}.json"
     if cached.is_file():

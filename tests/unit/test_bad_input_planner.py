@@ -235,7 +235,7 @@ def test_a_huge_graph_batch_size_is_planned_in_bounded_time(workspace):
     rc, out, err, _seconds = run_bounded([sys.executable, CLI, *args, "--json"], seconds=BOUND_SECONDS)
     assert rc == 0, err
     plan = json.loads(out)
-    assert plan["cuda_graph_max_bs"] == 65536 and plan["verdict"] == "oom_cuda_graph"
+    assert plan["cuda_graph_max_bs"] == 65536
     assert all(math.isfinite(v) for v in (plan["kv_pool_gib"], plan["avail_after_pool_gib"], plan["headroom_gib"]))
-    # the recommendation falls back to a smaller graph batch size that fits at some fraction
-    assert plan["recommended_cuda_graph_max_bs"] is not None and plan["recommended_cuda_graph_max_bs"] < 65536
+    # SGLang captures no batch larger than its request table (2048 rows by default here, cuda_graph_runner.py:190-215)
+    assert plan["cuda_graph_batch_sizes"][-1] == 2048 and plan["verdict"] == "ok"

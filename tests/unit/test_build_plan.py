@@ -118,10 +118,12 @@ def test_kernel_archs_use_the_arch_specific_variant_from_sm90():
         "cmake_cuda_architectures": "120a",
         "below_sm90": False,
         "gencodes": ["-gencode=arch=compute_120a,code=sm_120a"],
+        "cmake_arch_args": "-DENABLE_BELOW_SM90=OFF",
     }
     mixed = kernel_archs(["86", "89", "90", "120"])
     assert mixed["torch_cuda_arch_list"] == "8.6;8.9;9.0a;12.0a"
     assert mixed["below_sm90"] is True
+    assert mixed["cmake_arch_args"] == ""
     assert [g.split(",code=")[1] for g in mixed["gencodes"]] == ["sm_80", "sm_89", "sm_90a", "sm_120a"]
 
 

@@ -13,7 +13,10 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-ROLE = Path(__file__).resolve().parents[2] / "roles" / "server"
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROOT / "roles" / "server"
 CHECKS = (ROLE / "templates" / "checks.json.j2").read_text()
 # The role's defaults over the shared ones (roles/llmops_defaults, a dependency of every role), as Ansible merges them.
 SHARED = yaml.safe_load((ROLE.parent / "llmops_defaults" / "defaults" / "main.yml").read_text())
@@ -26,6 +29,8 @@ def problems(**overrides):
         "llmops_model_dir": "/opt/models/GLM-5-NVFP4",
         "llmops_model_repo_id": "zai-org/GLM-5-NVFP4",
     }
+    # roles/server/vars/main.yml sets it with the llmops.sglang.sglang_own_flags filter: the same function.
+    variables["server_own_flags"] = sglang_flags.own_flags("main")
     variables.update(overrides)
     variables = {k: trust_as_template(v) if isinstance(v, str) and "{{" in v else v for k, v in variables.items()}
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]
@@ -53,6 +58,7 @@ def test_the_defaults_pass():
         {"server_environment": {"CUDA-VISIBLE": "0"}},
         {"server_environment": {"NCCL_DEBUG": "INFO\nExecStartPre=/bin/sh"}},
         {"server_extra_args": ["--tp-size", "4"]},
+        {"server_extra_args": ["--cuda-graph-max-bs-decode=8"]},
         {"server_extra_args": ["--context-length 65536\n--port 1"]},
         {"llmops_dist_init_port": 70000},
         {"llmops_dist_init_port": "rendezvous"},

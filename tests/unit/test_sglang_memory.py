@@ -24,10 +24,10 @@ STORY = {
     "gpu_arch": "sm_120",
     "free_at_start_gib": 94.25,
     "weights_gib": 61.05,
-    # inferred, not logged: the 0.22 GiB between the KV pool and "Memory pool end" hold the request-to-token table
-    # only for about 256 requests of 202 756 tokens (docs/memory.md, DEFAULT_POOL_EXTRA_GIB)
-    "max_running_requests": 256,
+    # the run's own flag: the 0.88 launch had --max-running-requests 64 (the 0.95 one had 8: STORY_095)
+    "max_running_requests": 64,
 }
+STORY_095 = dict(STORY, max_running_requests=8)
 
 KIMI_K2 = {
     "architectures": ["DeepseekV3ForCausalLM"],
@@ -54,8 +54,16 @@ def test_story_at_088_reproduces_the_logged_pool():
     # logged: KV Cache is allocated. #tokens: 425664, KV size: 24.37 GB ; Memory pool end. avail mem=8.61 GB
     assert abs(p.kv_tokens - 425664) / 425664 < 0.005
     assert p.kv_tokens % 64 == 0
-    assert p.kv_pool_gib == pytest.approx(24.37, abs=0.1)
+    assert p.kv_pool_gib == pytest.approx(24.37, abs=0.05)
     assert p.avail_after_pool_gib == pytest.approx(8.61, abs=0.05)
+    # no constant for "the rest": a 64-row table (0.048 GiB) and the allocator's rounding of 156 pool tensors + the
+    # table (0.16 GiB) are what lies between the KV size and "Memory pool end"
+    assert p.req_to_token_gib == pytest.approx(64 * (202752 + 4) * 4 / mem.GIB)
+    assert p.allocator_rounding_gib == pytest.approx(0.16, abs=0.01)
+    parts = p.kv_pool_gib + p.req_to_token_gib + p.allocator_rounding_gib
+    assert p.pool_reserved_gib == pytest.approx(parts, abs=1e-3)
+    assert not hasattr(mem, "DEFAULT_POOL_EXTRA_GIB")
+    assert p.cuda_graph_batch_sizes[-1] == 64  # captured up to the request table
     assert p.verdict == "ok"
     assert p.kv_cache_dtype == "fp8_e4m3"
     assert p.page_size == 64
@@ -73,14 +81,22 @@ def test_story_logged_token_count_gives_the_logged_pool_size_exactly():
 
 
 def test_story_at_095_dies_in_graph_capture():
-    p = mem.plan(GLM5, mem_fraction_static=0.95, **STORY)
+    p = mem.plan(GLM5, mem_fraction_static=0.95, **STORY_095)
     assert p.verdict == "oom_cuda_graph"
-    # sglang.md: ~554k tokens, a 31.7 GiB pool and ~1.5 GiB before capture (1.27 after the other pool buffers)
+    # sglang.md: ~554k tokens, a 31.7 GiB pool and ~1.3-1.5 GiB before capture
     assert p.kv_tokens == pytest.approx(554000, rel=0.005)
     assert p.kv_pool_gib == pytest.approx(31.7, abs=0.1)
-    assert p.avail_after_pool_gib == pytest.approx(1.5, abs=0.3)
+    assert p.avail_after_pool_gib == pytest.approx(1.34, abs=0.05)
+    assert p.cuda_graph_batch_sizes == [1, 2, 4, 8]  # graphs up to the 8-request table, and still too big
     assert p.avail_after_pool_gib < p.cuda_graph_need_gib
     assert p.headroom_gib < 0
+
+
+def test_story_at_095_with_the_default_request_table_does_not_even_build_the_pool():
+    """Without --max-running-requests the table has 2048 rows of 202 756 tokens (1.55 GiB): at 0.95 the pool's
+    tensors and the table do not fit next to the weights."""
+    p = mem.plan(GLM5, mem_fraction_static=0.95, **dict(STORY, max_running_requests=None))
+    assert p.verdict == "oom_kv_pool" and p.avail_after_pool_gib < 0
 
 
 def test_story_recommendation_is_at_least_the_proven_088():
@@ -96,11 +112,13 @@ def test_story_recommendation_is_at_least_the_proven_088():
 
 
 def test_story_graph_need_lies_in_the_window_the_story_implies():
-    # 0.95 died with ~1.3-1.5 GiB left; 0.88 started with 8.61 GiB left
+    # 0.95 (graphs up to bs 8) died with ~1.3 GiB left; 0.88 (graphs up to bs 64) started with 8.61 GiB left
     p = mem.plan(GLM5, mem_fraction_static=0.88, **STORY)
-    assert 1.5 < p.cuda_graph_need_gib < 8.6
+    assert 1.34 < p.cuda_graph_need_gib < 8.6
     assert p.cuda_graph_max_bs == 512
-    assert len(p.cuda_graph_batch_sizes) == 52
+    assert len(p.cuda_graph_batch_sizes) == 12
+    small = mem.plan(GLM5, mem_fraction_static=0.95, **STORY_095)
+    assert 1.34 < small.cuda_graph_need_gib < p.cuda_graph_need_gib
 
 
 def test_story_without_fraction_uses_sglang_default_0848():
@@ -137,10 +155,11 @@ def test_0518_budgets_the_real_dsa_cell_so_the_pool_keeps_its_headroom():
     p = mem.plan(GLM5, mem_fraction_static=0.88, **story)
     assert p.cell_bytes_budget == p.cell_bytes_actual == 78 * 788
     assert p.kv_pool_gib == pytest.approx(p.kv_budget_gib, abs=0.01)
-    # the whole (1 - 0.88) x 94.25 = 11.31 GiB stays free, minus the request table and the other pool buffers
-    assert p.req_to_token_gib == pytest.approx(256 * (202752 + 4) * 4 / mem.GIB)
+    # the whole (1 - 0.88) x 94.25 = 11.31 GiB stays free, minus the request table (65 rows from 0.5.11) and the
+    # allocator's rounding
+    assert p.req_to_token_gib == pytest.approx(65 * (202752 + 4) * 4 / mem.GIB)
     assert p.avail_after_pool_gib == pytest.approx(
-        94.25 * 0.12 - p.req_to_token_gib - mem.DEFAULT_POOL_EXTRA_GIB, abs=0.02
+        94.25 * 0.12 - p.req_to_token_gib - p.allocator_rounding_gib, abs=0.02
     )
 
 
@@ -171,7 +190,10 @@ def test_llama3_8b_plan_by_hand():
     #   tokens = floor(54.12 x 2^30 / 131072) = floor(54.12 x 8192) = 443351          (page size 1)
     #   pool   = (443351 + 1) x 131072 / 2^30 = 54.1201 GiB
     #   table  = 4096 requests (443351 / 8192 x 512, clamped to 4096) x (8192 + 4) x 4 B = 0.12506 GiB
-    #   left   = 63.54 - 54.1201 - 0.12506 - 0.03 = 9.2648 GiB ; graphs: max bs 256 -> 36 sizes -> 0.5 + 0.36 + 0.256
+    #   segs   = table 128.06 MiB -> 130 MiB; 64 buffers of (443352 x 8 x 128 x 2) B = 865.92 MiB -> 866 MiB each
+    #            (the 0.08 MiB rest of each is below 1 MiB: not split off); free list 3.38 MiB -> a 20 MiB segment
+    #   left   = 63.54 - (130 + 64 x 866 + 20) / 1024 = 9.2587 GiB
+    #   graphs: max bs 256 -> 36 sizes -> 0.5 + 0.36 + 0.256
     p = mem.plan(
         LLAMA,
         gpu_mem_mib=81559,
@@ -185,7 +207,7 @@ def test_llama3_8b_plan_by_hand():
     assert p.kv_tokens == 443351
     assert p.kv_pool_gib == pytest.approx(54.1201, abs=1e-4)
     assert p.req_to_token_gib == pytest.approx(4096 * 8196 * 4 / 2**30)
-    assert p.avail_after_pool_gib == pytest.approx(9.2648, abs=1e-3)
+    assert p.avail_after_pool_gib == pytest.approx(63.54 - (130 + 64 * 866 + 20) / 1024, abs=1e-3)
     assert p.cuda_graph_max_bs == 256
     assert p.cuda_graph_need_gib == pytest.approx(1.116)
     assert p.verdict == "ok"
@@ -565,10 +587,11 @@ def test_capture_oom_advice_for_the_reference_attempt_is_092_and_the_plan_at_092
     # the pool ratio comes from the log itself: 31.70 / (33.20 - 94.20 x 0.05) = the 788/708 B/layer of DSA fp8
     assert a.pool_ratio == pytest.approx(788 / 708, rel=0.002)
     # the planner agrees: at 0.92 the left-over memory holds the advice's requirement and the verdict is ok
-    retry = mem.plan(GLM5, mem_fraction_static=a.mem_fraction_static, **STORY)
+    retry = mem.plan(GLM5, mem_fraction_static=a.mem_fraction_static, **STORY_095)
     assert retry.verdict == "ok"
     assert retry.avail_after_pool_gib >= a.required_avail_gib
-    assert mem.plan(GLM5, mem_fraction_static=0.95, **STORY).recommended_mem_fraction_static == 0.92
+    # the planner, which knows the graphs stop at bs 8, allows one hundredth more than the log-only advice
+    assert mem.plan(GLM5, mem_fraction_static=0.95, **STORY_095).recommended_mem_fraction_static == 0.93
 
 
 def test_capture_oom_advice_is_reproduced_from_its_own_inputs():

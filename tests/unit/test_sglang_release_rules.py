@@ -76,9 +76,12 @@ def test_request_to_token_table_by_release():
 def test_default_request_table_of_the_reference_model_takes_1_55_gib():
     p = mem.plan(GLM5, mem_fraction_static=0.88, **dict(STORY, max_running_requests=None))
     assert p.req_to_token_gib == pytest.approx(2048 * 202756 * 4 / 2**30)  # 1.55 GiB
-    with_256 = mem.plan(GLM5, mem_fraction_static=0.88, **STORY)
-    assert with_256.kv_tokens == p.kv_tokens  # the table is not in the budget: same tokens, less headroom
-    assert with_256.avail_after_pool_gib - p.avail_after_pool_gib == pytest.approx((2048 - 256) * 202756 * 4 / 2**30)
+    with_64 = mem.plan(GLM5, mem_fraction_static=0.88, **STORY)
+    assert with_64.kv_tokens == p.kv_tokens  # the table is not in the budget: same tokens, less headroom
+    # both tables are rounded up to 2 MiB segments by the allocator
+    seg = 2 * 2**20
+    table = [-(-rows * 202756 * 4 // seg) * seg for rows in (2048, 64)]
+    assert with_64.avail_after_pool_gib - p.avail_after_pool_gib == pytest.approx((table[0] - table[1]) / 2**30)
 
 
 def test_speculative_draft_pool_outside_the_budget_up_to_0513():
@@ -86,7 +89,10 @@ def test_speculative_draft_pool_outside_the_budget_up_to_0513():
     p = mem.plan(GLM5, mem_fraction_static=0.88, speculative_algorithm="NEXTN", **STORY)
     # GLM-5 ships one NextN layer (num_nextn_predict_layers); same tokens, a one-layer pool after the graphs
     assert p.draft_layers == 1 and p.kv_tokens == base.kv_tokens
-    assert p.draft_pool_gib == pytest.approx((p.kv_tokens + 64) * 788 / 2**30)
+    # one KV buffer and one indexer buffer, each rounded up to 2 MiB segments
+    seg = 2 * 2**20
+    kv_buf, index_buf = (p.kv_tokens + 64) * 656, (p.kv_tokens + 64 + 1) // 64 * 64 * 132
+    assert p.draft_pool_gib == pytest.approx(sum(-(-b // seg) * seg for b in (kv_buf, index_buf)) / 2**30)
     assert p.verdict == "ok"
     assert p.default_mem_fraction_static == round((RTX - 14848 - 2048) / RTX, 3)
 

@@ -1,13 +1,15 @@
-"""Waiting logic of the sglang_server module in log_path mode, with a writer thread appending to a temp file."""
+"""Waiting logic of the sglang_server module in log_path mode on a fake clock: the log is appended at scripted clock
+times inside the wait loop's own sleeps, so no outcome depends on how fast this machine is."""
 
+import functools
 import json
 import os
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
+from fake_clock import FakeClock
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_wait import LogFollower
 from ansible_collections.llmops.sglang.plugins.modules import sglang_server as mod
@@ -35,164 +37,144 @@ OOM = lines("Scheduler hit an exception: Traceback (most recent call last):") + 
 )
 
 
-class Writer(threading.Thread):
-    """Appends (delay, text) steps to a file; records the wall time of each write."""
-
-    def __init__(self, path, steps):
-        super().__init__(daemon=True)
-        self.path, self.steps, self.times = path, steps, []
-
-    def run(self):
-        for delay, text in self.steps:
-            time.sleep(delay)
-            if text is None:
-                continue
-            if callable(text):
-                text()
-            else:
-                with open(self.path, "a") as fh:
-                    fh.write(text)
-                    fh.flush()
-            self.times.append(time.time())
+POLL = 0.05
 
 
-def wait(path, **kw):
-    kw.setdefault("poll_interval", 0.05)
+@pytest.fixture
+def clock():
+    """The wait loop's clock: it moves only when the loop sleeps; the log is written at scripted clock times."""
+    return FakeClock(time.time())
+
+
+def wait(clock, path, **kw):
+    kw.setdefault("poll_interval", POLL)
     kw.setdefault("timeout", 10)
     kw.setdefault("stall_timeout", 0)
     follower = LogFollower(str(path))
     try:
-        return mod.wait_for_startup(follower, time.time(), **kw)
+        return mod.wait_for_startup(follower, clock(), clock=clock, sleep=clock.sleep, **kw)
     finally:
         follower.close()
 
 
-def test_ready(tmp_path):
+def test_ready(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text("")
-    w = Writer(p, [(0.1, STARTUP), (0.2, CAPTURE_END), (0.2, READY)])
-    w.start()
-    log, status = wait(p)
+    clock.at(0.1, clock.append(p, STARTUP)).at(0.3, clock.append(p, CAPTURE_END)).at(0.5, clock.append(p, READY))
+    log, status = wait(clock, p)
     assert status == "ready"
-    assert time.time() - w.times[-1] < 1.0
-    res = mod.build_result(log, status, time.time() - 1)
-    assert res["done"] and res["outcome"] == "ready" and res["phase"] == "ready"
+    assert clock.elapsed() == pytest.approx(0.5, abs=POLL)  # the first poll after the ready line
+    res = mod.build_result(log, status, clock() - 1, clock=clock)
+    assert res["done"] and res["outcome"] == "ready" and res["phase"] == "ready" and res["elapsed"] == 1
     assert res["ranks"]["TP0"]["kv_tokens"] == 1000
     assert set(res["milestones"]) >= {"started", "kv_allocated", "cuda_graph_captured", "ready"}
 
 
-def test_oom_fails_within_two_seconds_of_the_event(tmp_path):
+def test_oom_fails_at_the_first_poll_after_the_event(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text("")
-    w = Writer(p, [(0.1, STARTUP), (0.5, OOM)])
-    w.start()
-    log, status = wait(p, stall_timeout=30)
-    took = time.time() - w.times[-1]
-    assert status == "failed" and took < 2.0
-    res = mod.build_result(log, status, time.time())
+    clock.at(0.1, clock.append(p, STARTUP)).at(0.6, clock.append(p, OOM))
+    log, status = wait(clock, p, stall_timeout=30)
+    assert status == "failed"
+    assert clock.elapsed() - 0.6 <= POLL + 1e-9  # decided at the first read after the OOM line
+    res = mod.build_result(log, status, clock(), clock=clock)
     assert res["outcome"] == "oom_cuda_graph"
     assert res["suggestion"]["value"] < 0.88
     assert res["log_tail"][-1].startswith("Exception: Capture cuda graph failed")
 
 
-def test_stall(tmp_path):
+def test_stall(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text("")
-    w = Writer(p, [(0.05, STARTUP)])
-    w.start()
-    t0 = time.time()
-    log, status = wait(p, stall_timeout=1)
+    clock.at(0.05, clock.append(p, STARTUP))
+    log, status = wait(clock, p, stall_timeout=1)
     assert status == "stalled"
-    assert 1.0 <= time.time() - t0 < 2.5
-    res = mod.build_result(log, status, t0)
+    assert clock.elapsed() == pytest.approx(0.05 + 1, abs=POLL)  # one stall_timeout after the last line
+    res = mod.build_result(log, status, clock.start, clock=clock)
     assert res["outcome"] == "stalled" and res["phase"] == "cuda_graph_capturing"
 
 
-def test_stale_ready_line_from_an_earlier_run_is_not_matched(tmp_path):
+def test_stale_ready_line_from_an_earlier_run_is_not_matched(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text(STARTUP + CAPTURE_END + READY)  # the previous run, ready
-    w = Writer(p, [(0.2, STARTUP)])  # the new run never gets ready
-    w.start()
-    log, status = wait(p, timeout=1.5)
-    assert status == "timeout"
+    clock.at(0.2, clock.append(p, STARTUP))  # the new run never gets ready
+    log, status = wait(clock, p, timeout=1.5)
+    assert status == "timeout" and clock.elapsed() == pytest.approx(1.5)
     assert not log.ready and log.phase == "cuda_graph_capturing"
 
 
-def test_rotation_during_wait(tmp_path):
+def test_rotation_during_wait(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text("old run\n" + READY)
 
     def rotate():
         os.rename(p, tmp_path / "s.log.1")
-        p.write_text(STARTUP)
+        clock.append(p, STARTUP)()
 
-    w = Writer(
-        p, [(0.1, lines("Load weight begin. avail mem=70.00 GB")), (0.2, rotate), (0.2, CAPTURE_END), (0.2, READY)]
-    )
-    w.start()
-    log, status = wait(p)
+    clock.at(0.1, clock.append(p, lines("Load weight begin. avail mem=70.00 GB"))).at(0.3, rotate)
+    clock.at(0.5, clock.append(p, CAPTURE_END)).at(0.7, clock.append(p, READY))
+    log, status = wait(clock, p)
     assert status == "ready" and log.ranks["TP0"].kv_tokens == 1000
 
 
-def test_truncation_during_wait(tmp_path):
+def test_truncation_during_wait(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text("x" * 5000 + "\n" + READY)
 
     def truncate():
-        with open(p, "w") as fh:
-            fh.write(STARTUP)
+        p.write_text("")
+        clock.append(p, STARTUP)()
 
-    w = Writer(p, [(0.2, truncate), (0.2, CAPTURE_END), (0.2, READY)])
-    w.start()
-    log, status = wait(p)
+    clock.at(0.2, truncate).at(0.4, clock.append(p, CAPTURE_END)).at(0.6, clock.append(p, READY))
+    log, status = wait(clock, p)
     assert status == "ready" and log.phase == "ready"
 
 
-def test_wait_budget_returns_not_done_then_resume_continues(tmp_path):
+def test_wait_budget_returns_not_done_then_resume_continues(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text("earlier run\n" + READY)
     inode, offset = os.stat(p).st_ino, os.stat(p).st_size
-    launch = time.time()
-    with open(p, "a") as fh:
-        fh.write(STARTUP)
+    launch = clock()
+    clock.append(p, STARTUP)()
     f = LogFollower(str(p), offset=offset, inode=inode)
-    log, status = mod.wait_for_startup(f, launch, wait_budget=0.3, poll_interval=0.05, stall_timeout=0)
+    log, status = mod.wait_for_startup(
+        f, launch, wait_budget=0.3, poll_interval=POLL, stall_timeout=0, clock=clock, sleep=clock.sleep
+    )
     f.close()
-    assert status == "budget"
-    res = mod.build_result(log, status, launch)
+    assert status == "budget" and clock.elapsed() == pytest.approx(0.3)
+    res = mod.build_result(log, status, launch, clock=clock)
     assert res["done"] is False and res["phase"] == "cuda_graph_capturing"
-    with open(p, "a") as fh:
-        fh.write(CAPTURE_END + READY)
+    clock.append(p, CAPTURE_END + READY)()
     f = LogFollower(str(p), offset=offset, inode=inode)  # what a resumed call does with the token
-    log, status = mod.wait_for_startup(f, launch, catch_up=True, poll_interval=0.05, stall_timeout=0)
+    log, status = mod.wait_for_startup(
+        f, launch, catch_up=True, poll_interval=POLL, stall_timeout=0, clock=clock, sleep=clock.sleep
+    )
     f.close()
     assert status == "ready"
 
 
-def test_unit_death_is_reported(tmp_path):
+def test_unit_death_is_reported(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text("")
-    w = Writer(p, [(0.05, STARTUP)])
-    w.start()
+    clock.at(0.05, clock.append(p, STARTUP))
     calls = []
 
     def unit_check():
         calls.append(1)
         return "the unit is failed/failed (main process exit status 1)" if len(calls) > 1 else None
 
-    log, status = wait(p, unit_check=unit_check)
+    log, status = wait(clock, p, unit_check=unit_check)
     assert status == "died"
-    res = mod.build_result(log, status, time.time())
+    res = mod.build_result(log, status, clock(), clock=clock)
     assert res["outcome"] == "crash" and "exit status 1" in res["diagnosis"]
 
 
-def test_health_gate(tmp_path):
+def test_health_gate(tmp_path, clock):
     p = tmp_path / "s.log"
     p.write_text("")
-    w = Writer(p, [(0.05, STARTUP + CAPTURE_END + READY)])
-    w.start()
+    clock.at(0.05, clock.append(p, STARTUP + CAPTURE_END + READY))
     answers = iter([503, 503, 200])
-    log, status = wait(p, health=lambda: next(answers))
+    log, status = wait(clock, p, health=lambda: next(answers))
     assert status == "ready" and log.health == 200
 
 
@@ -209,27 +191,35 @@ def test_unit_dead_rules():
     assert "restarted" in mod.unit_dead({"ActiveState": "active", "InvocationID": "b"}, "a")
 
 
+@pytest.fixture
+def on_clock(monkeypatch, clock):
+    """The module's main() on the fake clock: its wait loops and its own time.time()/time.sleep()."""
+    monkeypatch.setattr(
+        mod, "wait_for_startup", functools.partial(mod.wait_for_startup, clock=clock, sleep=clock.sleep)
+    )
+    monkeypatch.setattr(mod, "time", clock.time_module())
+    return clock
+
+
 def run_module(args, capsys):
     with patch_module_args(args), pytest.raises(SystemExit) as exc:
         mod.main()
     return exc.value.code, json.loads(capsys.readouterr().out)
 
 
-def test_module_log_path_mode_end_to_end(tmp_path, capsys):
+def test_module_log_path_mode_end_to_end(tmp_path, capsys, on_clock):
     p = tmp_path / "s.log"
     p.write_text(READY)  # stale
-    w = Writer(p, [(0.3, STARTUP + CAPTURE_END), (0.2, READY)])
-    w.start()
+    on_clock.at(0.3, on_clock.append(p, STARTUP + CAPTURE_END)).at(0.5, on_clock.append(p, READY))
     code, out = run_module({"log_path": str(p), "timeout": 10, "poll_interval": 0.05}, capsys)
     assert code == 0 and out["outcome"] == "ready" and out["done"] is True and out["launched"] is False
     assert mod.decode_token(out["resume"])["offset"] == len(READY)
 
 
-def test_module_failure_message(tmp_path, capsys):
+def test_module_failure_message(tmp_path, capsys, on_clock):
     p = tmp_path / "s.log"
     p.write_text("")
-    w = Writer(p, [(0.2, STARTUP + OOM)])
-    w.start()
+    on_clock.at(0.2, on_clock.append(p, STARTUP + OOM))
     code, out = run_module({"log_path": str(p), "timeout": 10, "poll_interval": 0.05}, capsys)
     assert code == 1 and out["failed"]
     assert out["outcome"] == "oom_cuda_graph" and "mem-fraction-static" in out["msg"]
@@ -241,28 +231,25 @@ def test_module_check_mode_log_only(tmp_path, capsys):
     assert code == 0 and out["changed"] is False and "would wait" in out["msg"]
 
 
-def test_module_resume_with_fixed_args(tmp_path, capsys):
+def test_module_resume_with_fixed_args(tmp_path, capsys, on_clock):
     """An until loop re-runs the task with the same args: every attempt continues the same launch."""
     p = tmp_path / "s.log"
     p.write_text(READY)
     tok = mod.encode_token(
-        {"source": "file", "path": str(p), "inode": os.stat(p).st_ino, "offset": len(READY), "launch": time.time()}
+        {"source": "file", "path": str(p), "inode": os.stat(p).st_ino, "offset": len(READY), "launch": on_clock()}
     )
-    with open(p, "a") as fh:
-        fh.write(STARTUP)
+    on_clock.append(p, STARTUP)()
     args = {"resume": tok, "wait_budget": 0.3, "poll_interval": 0.05}
     code, out = run_module(args, capsys)
     assert code == 0 and out["done"] is False and out["phase"] == "cuda_graph_capturing"
-    with open(p, "a") as fh:
-        fh.write(CAPTURE_END + READY)
+    on_clock.append(p, CAPTURE_END + READY)()
     code, out = run_module(args, capsys)
     assert code == 0 and out["done"] is True and out["outcome"] == "ready"
 
 
-def test_module_glm5_oom_fixture_replayed(tmp_path, capsys):
+def test_module_glm5_oom_fixture_replayed(tmp_path, capsys, on_clock):
     p = tmp_path / "s.log"
     p.write_text("")
-    w = Writer(p, [(0.2, (LOGS / "v0_5_9_glm5_capture_oom.log").read_bytes().decode())])
-    w.start()
+    on_clock.at(0.2, on_clock.append(p, (LOGS / "v0_5_9_glm5_capture_oom.log").read_bytes().decode()))
     code, out = run_module({"log_path": str(p), "timeout": 10, "poll_interval": 0.05}, capsys)
     assert code == 1 and out["suggestion"]["value"] == 0.92

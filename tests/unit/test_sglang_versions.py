@@ -15,14 +15,22 @@ def test_entry_has_a_window_meaning_and_compiling_patterns(entry):
     lo = V.vkey(entry["first"]) if entry["first"] else V.LOWEST
     hi = V.vkey(entry["last"]) if entry["last"] else V.HIGHEST
     assert lo <= hi and entry["meaning"]
-    for rx in (entry["line"], entry["probe"]):
+    for rx in (entry["line"], entry["probe"].split("::")[-1] if entry["probe"].startswith("in:") else entry["probe"]):
         if rx:
-            re.compile(rx)
-    if entry["source"] and ":" in entry["source"]:
-        path, line = entry["source"].rsplit(":", 1)
-        assert path.startswith("sglang/srt/") and int(line) > 0
+            re.compile(rx.removeprefix("call:").removeprefix("so:"))
     if entry["kind"] not in ("prefix", "failure"):
         assert hasattr(StartupLog, "_on_" + entry["kind"]), entry["kind"]
+
+
+@pytest.mark.parametrize("entry", V.ENTRIES, ids=lambda e: e["id"])
+def test_every_entry_cites_file_and_line_for_the_first_and_the_last_release_of_its_window(entry):
+    """make conformance checks that each citation holds the probe in its release; here: each entry has both."""
+    assert entry["probe"], "no probe: no release can confirm this entry"
+    assert len(entry["cite"]) == 2, entry["cite"]
+    for where in entry["cite"]:
+        path, _, line = where.rpartition(":")
+        assert path.startswith("sglang/") and line.isdigit(), where
+        assert int(line) > 0 or path.endswith(".so"), where  # a compiled extension has no lines: ":0"
 
 
 def test_ids_are_unique_and_every_failure_is_ordered():

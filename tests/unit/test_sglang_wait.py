@@ -1,6 +1,7 @@
 """plugins/module_utils/sglang_wait.py: the health-only wait, the follower's edges, and the module's resume path
 through them (a loopback HTTP server answers /health)."""
 
+import functools
 import http.server
 import json
 import os
@@ -9,25 +10,21 @@ import time
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
+from fake_clock import FakeClock
 
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_wait as wait
 from ansible_collections.llmops.sglang.plugins.modules import sglang_server as mod
 
 
-class FakeClock:
-    """A clock that only moves when the code under test sleeps: no real waiting, exact elapsed times."""
-
-    def __init__(self, t):
-        self.t = t
-        self.slept = 0.0
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, s):
-        assert s >= 0
-        self.t += s
-        self.slept += s
+@pytest.fixture
+def on_clock(monkeypatch):
+    """sglang_server's main() on a fake clock (its wait loops and its own time.time()): budgets and timeouts pass
+    without waiting and without racing this machine's load."""
+    clock = FakeClock(time.time())
+    for name in ("wait_for_startup", "wait_health_only"):
+        monkeypatch.setattr(mod, name, functools.partial(getattr(mod, name), clock=clock, sleep=clock.sleep))
+    monkeypatch.setattr(mod, "time", clock.time_module())
+    return clock
 
 
 @pytest.fixture
@@ -99,18 +96,18 @@ def test_health_only_without_a_health_probe_is_a_value_error_not_a_crash():
 
 
 def test_resume_of_a_health_only_token_without_health_url_asks_the_url_recorded_in_the_token(
-    tmp_path, capsys, health_server
+    tmp_path, capsys, health_server, on_clock
 ):
     log = tmp_path / "server.log"
     log.write_text("")
-    token = health_only_token(log, time.time(), health_url=health_server["url"])
+    token = health_only_token(log, on_clock(), health_url=health_server["url"])
     code, out = run_module({"resume": token, "wait_budget": 5, "timeout": 60}, capsys)  # the EXAMPLES pattern
     assert code == 0, out
     assert out["outcome"] == "ready" and out["phase"] == "ready" and out["health"] == 200
     assert health_server["hits"] >= 1
 
 
-def test_first_call_records_the_health_url_in_the_token(tmp_path, capsys, health_server):
+def test_first_call_records_the_health_url_in_the_token(tmp_path, capsys, health_server, on_clock):
     log = tmp_path / "server.log"
     log.write_text("")
     code, out = run_module(
@@ -121,15 +118,14 @@ def test_first_call_records_the_health_url_in_the_token(tmp_path, capsys, health
     assert mod.decode_token(out["resume"])["health_url"] == health_server["url"]
 
 
-def test_resume_of_a_health_only_token_past_its_timeout_fails_at_once(tmp_path, capsys, health_server):
+def test_resume_of_a_health_only_token_past_its_timeout_fails_at_once(tmp_path, capsys, health_server, on_clock):
     health_server["status"] = 503
     log = tmp_path / "server.log"
     log.write_text("")
-    token = health_only_token(log, time.time() - 100, health_url=health_server["url"])
-    t0 = time.time()
+    token = health_only_token(log, on_clock() - 100, health_url=health_server["url"])
     code, out = run_module({"resume": token, "wait_budget": 30, "timeout": 60}, capsys)
     assert code == 1 and out["done"] is True and out["outcome"] == "incomplete"
-    assert time.time() - t0 < 10  # not another 30 s slice: the 60 s ran out 40 s ago
+    assert on_clock.slept == 0  # not another 30 s slice: the 60 s ran out 40 s ago
     assert out["msg"].startswith("SGLang did not reach http_up: found no http_up within 60 s of the launch")
 
 
@@ -180,12 +176,10 @@ def test_the_wait_loop_refuses_numbers_that_would_never_end(tmp_path, kw, messag
     assert str(exc.value) == message
 
 
-def test_the_module_reports_a_log_file_that_never_appeared(tmp_path, capsys):
+def test_the_module_reports_a_log_file_that_never_appeared(tmp_path, capsys, on_clock):
     """A log-only wait whose file vanished: the stall message names the missing file instead of "phase None"."""
     missing = tmp_path / "elsewhere" / "server.log"
-    token = mod.encode_token(
-        {"source": "file", "path": str(missing), "inode": None, "offset": 0, "launch": time.time()}
-    )
+    token = mod.encode_token({"source": "file", "path": str(missing), "inode": None, "offset": 0, "launch": on_clock()})
     code, out = run_module({"resume": token, "stall_timeout": 1, "poll_interval": 0.05, "timeout": 30}, capsys)
     assert code == 1
     assert out["msg"] == (

@@ -1,9 +1,9 @@
-"""The SM120 patch and marker of the sglang role against the real SGLang releases (PyPI sdists, fetched into the
-shared cache at test time by sim/mirrors/sglang_releases.py, never committed).
+"""The SM120 patch and marker of the sglang role against the real SGLang releases (PyPI sdists, or the wheel where a
+release has no sdist, fetched into the shared cache at test time by sim/mirrors/sglang_releases.py, never committed).
 
-The role applies roles/sglang/files/patches/0001-sm120-extend-attention-block-size.patch with `git apply` when
-`sglang_sm120_marker_regex` finds nothing in the checkout's extend_attention.py (SGLang PR #14311,
-https://github.com/sgl-project/sglang/pull/14311, first released in 0.5.9).
+The role applies roles/sglang/files/patches/0001-sm120-extend-attention-block-size.patch with `git apply` when the
+fix's line (plugins/module_utils/sglang_flags.py FIX_MARKER) is not in the file where the checked-out release keeps
+extend_attention.py (SGLang PR #14311, https://github.com/sgl-project/sglang/pull/14311, first released in 0.5.9).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
-import yaml
+
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "sim" / "mirrors"))
@@ -23,22 +23,23 @@ import git_sources  # noqa: E402
 import sglang_releases  # noqa: E402
 
 PATCH = ROOT / "roles" / "sglang" / "files" / "patches" / "0001-sm120-extend-attention-block-size.patch"
-DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang" / "defaults" / "main.yml").read_text())
-FIX_FILE = DEFAULTS["sglang_sm120_fix_file"]
-MARKER = re.compile(DEFAULTS["sglang_sm120_marker_regex"], re.M)
+# The patch is made for the file's place up to 0.5.15.post1 (the only releases without the fix are older).
+FIX_FILE = sglang_flags.OLD_FIX_FILE
+MARKER = re.compile(sglang_flags.FIX_MARKER, re.M)
 
 
 @pytest.fixture(scope="module")
 def releases():
     try:
         return sglang_releases.ensure()
-    except (RuntimeError, OSError) as e:  # no network and no cache: say so, do not pretend
-        pytest.skip(f"real SGLang sdists not available: {e}")
+    except (RuntimeError, OSError) as e:  # no network and no cache: a check against real releases fails, never skips
+        pytest.fail(f"expected the real SGLang sdists in the cache or from the package index; found: {e}")
 
 
-def released_file(sdist: Path, version: str) -> str:
-    with tarfile.open(sdist) as tar:
-        return tar.extractfile(f"sglang-{version}/{FIX_FILE.removeprefix('python/')}").read().decode()
+def released_file(artifact: Path, version: str) -> str:
+    """The release's extend_attention.py, where sglang_flags says that release keeps it."""
+    path = sglang_flags.sm120_fix(version)["path"].removeprefix("python/")
+    return next(data for rel, data, _ in sglang_releases.python_files(artifact) if rel == path).decode()
 
 
 def tree(tmp_path: Path, text: str) -> Path:

@@ -1,3 +1,5 @@
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 """Serve the seed host's model directory read-only over HTTP to the other hosts of a fleet (model role, fan-out).
 
 Usage: python3 model_share.py DIRECTORY ADDRESS PORT    (PORT 0: any free port; the first line on stdout names it)

@@ -1,3 +1,5 @@
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
 # Versions in the server's venv, printed as one JSON object (run by roles/server for the deployment record).
 import importlib.metadata
 import json

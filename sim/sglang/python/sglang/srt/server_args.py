@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import random
+import re
 from dataclasses import dataclass
 
-from sglang.srt import sim_memory
-from sglang.srt.utils.common import FAMILIES, FAMILY_0514, FAMILY_MAIN, log_family
+from sglang.srt import sim_memory, sim_release_options
+from sglang.srt.utils.common import FAMILIES, FAMILY_0514, FAMILY_MAIN, LOG_FORMAT_ENV, log_family
 
 ATTENTION_BACKEND_CHOICES = [
     "triton",
@@ -261,6 +263,11 @@ class ServerArgs:
         return warnings
 
 
+def _release_key(version: str) -> tuple:
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+
+
 def _nonneg_float(value: str) -> float:
     return float(value)
 
@@ -363,10 +370,28 @@ def make_parser(family: str = FAMILY_MAIN) -> argparse.ArgumentParser:
     return p
 
 
+def _without_sim_flags(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--sim-log-format":
+            skip = True
+        elif not a.startswith("--sim-log-format="):
+            out.append(a)
+    return out
+
+
 def prepare_server_args(argv: list[str]) -> ServerArgs:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--sim-log-format", default=None)
     known, _ = pre.parse_known_args(argv)
+    # First the real release's own option table (sim_release_options: unknown or ambiguous options exit 2 as that
+    # release's argparse does), then the stand-in's parser for the values it simulates.
+    release = sim_release_options.enforce(_without_sim_flags(argv))
+    newer = release is not None and _release_key(release) >= (0, 5, 14)
+    if known.sim_log_format is None and not os.environ.get(LOG_FORMAT_ENV) and newer:
+        known.sim_log_format = FAMILY_0514  # a release from 0.5.14 on prints the 0.5.14 formats
     family = log_family(known.sim_log_format)
     ns = make_parser(family).parse_args(argv)
     kwargs = {k: v for k, v in vars(ns).items() if k != "sim_log_format"}

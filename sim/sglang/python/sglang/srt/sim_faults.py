@@ -10,6 +10,9 @@ Each fault is ``KIND[@PHASE] [key=value ...]``:
 ``nccl@PHASE``     ``torch.distributed.DistBackendError: NCCL error in: ...`` (default phase ``started``, i.e. during
                    torch.distributed init; default: every rank)
 ``delay@PHASE``    sleep ``seconds=N`` (real seconds, not scaled) at PHASE
+``hold@PHASE``     wait at PHASE while the file ``file=PATH`` exists (at most ``seconds=N``, default 600): a test holds
+                   the server in a phase and removes the file once it has seen what it waits for - an event, not a
+                   guess of how long the phase must last on a loaded machine (default: every rank)
 ``slow_capture``   CUDA-graph capture takes ``seconds=N`` longer (default 60, real seconds)
 ``oom@cuda_graph_capturing``  the target rank runs out of GPU memory inside the CUDA-graph capture, as a too-high
                    ``--mem-fraction-static`` would (default rank 0)
@@ -40,7 +43,7 @@ PHASES = (
     "http_up",
     "ready",
 )
-KINDS = ("crash", "hang", "nccl", "delay", "slow_capture", "oom", "nojoin")
+KINDS = ("crash", "hang", "nccl", "delay", "hold", "slow_capture", "oom", "nojoin")
 DEFAULT_FAULT_FILE = "/etc/sglang-sim/fault"
 
 NCCL_ERROR_TEXT = (
@@ -84,7 +87,7 @@ def parse_faults(text: str) -> list[Fault]:
         phase = phase.strip() or None
         if phase is None and kind == "nccl":
             phase = "started"
-        if kind in ("crash", "hang", "delay", "oom") and phase is None:
+        if kind in ("crash", "hang", "delay", "hold", "oom") and phase is None:
             raise FaultSpecError(f"fault {item!r} needs @PHASE")
         if kind == "oom" and phase != "cuda_graph_capturing":
             raise FaultSpecError(f"fault {item!r}: oom is simulated at cuda_graph_capturing only")
@@ -99,6 +102,8 @@ def parse_faults(text: str) -> list[Fault]:
                 fault.seconds = float(value)
             else:
                 fault.params[key] = value
+        if kind == "hold" and not fault.params.get("file"):
+            raise FaultSpecError(f"fault {item!r} needs file=PATH (the server waits while it exists)")
         faults.append(fault)
     return faults
 
@@ -137,10 +142,20 @@ class FaultInjector:
         f = self.find("delay", phase)
         if f is not None:
             time.sleep(f.seconds or 0)
+        f = self.find("hold", phase)
+        if f is not None:
+            hold_while(f.params["file"], f.seconds)
         if self.find("hang", phase) is not None:
             hang_forever()
         if self.find("crash", phase) is not None:
             raise RuntimeError(f"Simulated failure injected at phase '{phase}' (SGLANG_SIM_FAULT)")
+
+
+def hold_while(path: str, limit: float | None = None) -> None:
+    """Wait while ``path`` exists, at most ``limit`` seconds (default 600, so a test that never lets go ends)."""
+    end = time.monotonic() + (600.0 if limit is None else limit)
+    while os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.02)
 
 
 def hang_forever() -> None:

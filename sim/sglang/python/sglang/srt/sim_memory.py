@@ -8,7 +8,9 @@ An independent implementation of SGLang 0.5.3-0.5.16's sizing rules (reference �
 * ``rest = min_free_after_weights - min_free_at_start * (1 - mem_fraction_static)`` (GiB, min over the ranks);
 * ``tokens = int(rest * 2**30) // cell_size``; capped by ``--max-total-tokens``; rounded down to the page size;
 * the KV pool allocated is ``(tokens + page_size)`` slots of the *pool's* layout, which for DSA + FP8 is larger than
-  the profiler's cell (656 + 132 B vs 576 + 132 B per layer: the ≤0.5.16 budget quirk);
+  the profiler's cell (656 + 132 B vs 576 + 132 B per layer: the ≤0.5.16 budget quirk), one tensor per layer (K and
+  V apart for MHA, the indexer's K apart for DSA), after the request-to-token table and before the token free list;
+  each of them takes whole allocator segments (``sim_alloc``), which is what "Memory pool end" sees;
 * CUDA-graph capture memory: a simulation model (``graph_allocations``), captured largest batch first.
 
 Everything here is pure arithmetic on plain values: no I/O apart from reading override constants from the environment.
@@ -20,6 +22,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from sglang.srt.sim_alloc import Segments
+
 GiB = 1 << 30
 MiB = 1 << 20
 
@@ -28,8 +32,11 @@ MiB = 1 << 20
 # ---------------------------------------------------------------------------------------------------------------------
 CUDA_CONTEXT_MIB = 1088  # SGLANG_SIM_CUDA_CONTEXT_MIB: CUDA context + cuBLAS/cuDNN handles, every rank
 NCCL_MIB = 288  # SGLANG_SIM_NCCL_MIB: torch.distributed/NCCL buffers, only when tp*pp > 1
-POOL_MISC_MIB = 230  # SGLANG_SIM_POOL_MISC_MIB: req-to-token pool, allocator metadata, sampling buffers
 GRAPH_WORKSPACE_MIB = 256  # SGLANG_SIM_GRAPH_WORKSPACE_MIB: first allocation of a capture (workspaces)
+# SGLANG_SIM_DSA_GRAPH_WORKSPACE_MIB: the same for DSA models (indexer and sparse-attention buffers). The reference
+# story bounds it: GLM-5 at 0.95 with --max-running-requests 8 (graphs of at most bs 8) died in capture with about
+# 1.3 GiB free, at 0.88 with 64 it started with 8.61 GiB. Not measured: a value inside those bounds.
+DSA_GRAPH_WORKSPACE_MIB = 2048
 GRAPH_BYTES_PER_BS_LAYER_HIDDEN = 8  # SGLANG_SIM_GRAPH_ACT_BYTES: graph-pool activations per (bs * layer * hidden)
 GRAPH_PER_GRAPH_MIB = 4  # SGLANG_SIM_GRAPH_PER_GRAPH_MIB: per captured batch size (graph exec + outputs)
 RESERVED_UNALLOCATED_MIB = 18  # shown in OOM texts as "reserved by PyTorch but unallocated"
@@ -39,8 +46,8 @@ RESERVED_UNALLOCATED_MIB = 18  # shown in OOM texts as "reserved by PyTorch but 
 class Overheads:
     cuda_context_mib: float = CUDA_CONTEXT_MIB
     nccl_mib: float = NCCL_MIB
-    pool_misc_mib: float = POOL_MISC_MIB
     graph_workspace_mib: float = GRAPH_WORKSPACE_MIB
+    dsa_graph_workspace_mib: float = DSA_GRAPH_WORKSPACE_MIB
     graph_act_bytes: float = GRAPH_BYTES_PER_BS_LAYER_HIDDEN
     graph_per_graph_mib: float = GRAPH_PER_GRAPH_MIB
 
@@ -57,8 +64,8 @@ class Overheads:
         return cls(
             cuda_context_mib=num("SGLANG_SIM_CUDA_CONTEXT_MIB", CUDA_CONTEXT_MIB),
             nccl_mib=num("SGLANG_SIM_NCCL_MIB", NCCL_MIB),
-            pool_misc_mib=num("SGLANG_SIM_POOL_MISC_MIB", POOL_MISC_MIB),
             graph_workspace_mib=num("SGLANG_SIM_GRAPH_WORKSPACE_MIB", GRAPH_WORKSPACE_MIB),
+            dsa_graph_workspace_mib=num("SGLANG_SIM_DSA_GRAPH_WORKSPACE_MIB", DSA_GRAPH_WORKSPACE_MIB),
             graph_act_bytes=num("SGLANG_SIM_GRAPH_ACT_BYTES", GRAPH_BYTES_PER_BS_LAYER_HIDDEN),
             graph_per_graph_mib=num("SGLANG_SIM_GRAPH_PER_GRAPH_MIB", GRAPH_PER_GRAPH_MIB),
         )
@@ -237,6 +244,35 @@ def pool_sizes(
     return int(slots * layers * k), int(slots * layers * v)
 
 
+def pool_tensors(
+    shape: ModelShape, tp_size: int, kv_cache_dtype: str, tokens: int, *, page_size: int, num_layers: int | None = None
+) -> list[int]:
+    """The pool's tensors in allocation order (bytes): every layer's K (or KV), then every layer's V (MHA) or
+    indexer K (DSA: ``(slots + 1) // page`` pages of ``page x 132`` B)."""
+    layers = shape.num_layers if num_layers is None else num_layers
+    k, v = pool_bytes_per_token_layer(shape, tp_size, kv_cache_dtype)
+    slots = tokens + page_size
+    if shape.attention == "dsa":
+        index = index_k_bytes_per_layer(shape)
+        main = int(slots * (k - index))
+        return [main] * layers + [(slots + 1) // page_size * page_size * index] * layers
+    out = [int(slots * k)] * layers
+    if v:
+        out += [int(slots * v)] * layers
+    return out
+
+
+def req_table_bytes(max_num_reqs: int, context_len: int, *, spare_row: bool, draft_tokens: int = 0) -> int:
+    """The request-to-token table (int32): one row per request (plus a spare row 0 from 0.5.11), each the context
+    length + 4 (+ the draft tokens) wide."""
+    return (max_num_reqs + (1 if spare_row else 0)) * (context_len + 4 + draft_tokens) * 4
+
+
+def free_list_bytes(tokens: int, page_size: int) -> int:
+    """The token allocator's free list on the GPU: one int64 per token, or per page when pages are > 1 token."""
+    return (tokens // page_size if page_size > 1 else tokens) * 8
+
+
 def profile_max_num_token(avail_gib: float, pre_load_gib: float, mem_fraction_static: float, cell: float) -> int:
     rest = avail_gib - pre_load_gib * (1 - mem_fraction_static)
     return int(rest * (1 << 30)) // math.ceil(cell)
@@ -263,10 +299,11 @@ def graph_allocations(
     order = sorted(capture_bs, reverse=True)
     steps: list[tuple[int, list[int]]] = []
     per_graph = int(overheads.graph_per_graph_mib * MiB)
+    workspace = overheads.dsa_graph_workspace_mib if shape.attention == "dsa" else overheads.graph_workspace_mib
     for i, bs in enumerate(order):
         allocs = []
         if i == 0:
-            allocs.append(int(overheads.graph_workspace_mib * MiB))
+            allocs.append(int(workspace * MiB))
             allocs.append(int(bs * layers * shape.hidden_size * overheads.graph_act_bytes))
         allocs.append(per_graph)
         steps.append((bs, allocs))
@@ -320,7 +357,9 @@ class RankMemory:
     max_total_num_tokens: int = 0
     pool_k: int = 0
     pool_v: int = 0
-    misc: int = 0
+    req_table: int = 0
+    pool_reserved: int = 0  # segments of the table, the pool's tensors and the free list
+    pool_oom: OomEvent | None = None
     free_after_pool: int = 0  # "Memory pool end. avail mem="
     capture_bs: list[int] = field(default_factory=list)
     graph_steps: list[tuple[int, list[int]]] = field(default_factory=list)
@@ -344,7 +383,7 @@ class RankMemory:
 
     @property
     def allocated_before_graph(self) -> int:
-        return self.weights + self.pool_total + self.misc
+        return self.weights + self.pool_reserved
 
 
 @dataclass
@@ -361,6 +400,7 @@ class GroupPlan:
     max_total_tokens_warning: tuple[int, int] | None = None
     not_enough_memory: bool = False
     weights_oom: bool = False
+    pool_oom: bool = False
     capture_oom: bool = False
     draft_oom: bool = False
 
@@ -383,13 +423,16 @@ def plan_group(
     attn_tp_size: int | None = None,
     draft_layers: int = 0,
     draft_budgeted: bool = False,
+    spare_req_row: bool = False,
+    draft_tokens: int = 0,
 ) -> GroupPlan:
     """Memory of every rank of one TP x PP group, in start-up order. ``gpus[r]`` is rank r's GPU.
 
     attn_tp_size: ranks the KV heads are split over (tp / dp with DP attention). draft_layers: layers of a speculative
     draft model (EAGLE/MTP); its KV pool holds the target's token count and is allocated by the draft runner after the
     target's graphs. draft_budgeted: the profiler counts those layers in the cell (0.5.14+), else the draft pool comes
-    on top of the budget (0.5.8 - 0.5.13)."""
+    on top of the budget (0.5.8 - 0.5.13). spare_req_row: the request table has a row 0 more (0.5.11+);
+    draft_tokens: --speculative-num-draft-tokens, which widens every row."""
     ov = overheads or Overheads()
     world = tp_size * pp_size
     attn_tp = attn_tp_size or tp_size
@@ -472,8 +515,26 @@ def plan_group(
         rm.pool_k, rm.pool_v = pool_sizes(
             shape, attn_tp, kv_cache_dtype, tokens, page_size=page_size, num_layers=rm.num_layers
         )
-        rm.misc = int(ov.pool_misc_mib * MiB)
-        rm.free_after_pool = rm.free_after_weights - rm.pool_total - rm.misc
+        rm.req_table = req_table_bytes(
+            plan.max_num_reqs, shape.context_len, spare_row=spare_req_row, draft_tokens=draft_tokens
+        )
+        seg = Segments()
+        free = rm.free_after_weights
+        for n in [
+            rm.req_table,
+            *pool_tensors(shape, attn_tp, kv_cache_dtype, tokens, page_size=page_size, num_layers=rm.num_layers),
+            free_list_bytes(tokens, page_size),
+        ]:
+            opened = seg.take(n)
+            if opened > free:
+                rm.pool_oom = OomEvent("pool", alloc=n, free=max(free, 0), allocated=rm.weights + seg.reserved - opened)
+                plan.pool_oom = True
+                break
+            free -= opened
+        rm.pool_reserved = seg.reserved
+        rm.free_after_pool = rm.free_after_weights - rm.pool_reserved
+        if rm.pool_oom:
+            continue
         rm.capture_bs = list(plan.capture_bs)
         rm.free_after_graph = rm.free_after_pool
         if disable_cuda_graph:
@@ -501,7 +562,7 @@ def plan_group(
                 break
         rm.graph_used = used
         rm.free_after_graph = free
-    if draft_layers and not plan.capture_oom:
+    if draft_layers and not plan.capture_oom and not plan.pool_oom:
         for rm in ranks:
             _plan_draft(rm, shape, (attn_tp, kv_cache_dtype, tokens, page_size, draft_layers), plan.capture_bs, ov)
             plan.draft_oom = plan.draft_oom or rm.draft_oom is not None

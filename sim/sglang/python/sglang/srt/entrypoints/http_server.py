@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sglang.srt.entrypoints import engine
 from sglang.srt.metrics.collector import TokenizerMetrics, metrics_text
-from sglang.srt.sim_faults import FaultInjector
+from sglang.srt.sim_faults import FaultInjector, hold_while
 from sglang.srt.utils.common import CHILD_PROCESSES, get_exception_traceback, kill_process_tree, sim_sleep
 from sglang.version import __version__
 
@@ -126,8 +126,11 @@ class TokenizerManager:
         try:
             answered = self._roundtrip({"type": "generate", "rid": rid, "input_len": input_len}, None)
             if answered:
-                # Decoding time of one request (real seconds, default none), so that in-flight requests are visible.
+                # Decoding time of one request (real seconds, default none), so that in-flight requests are visible;
+                # SGLANG_SIM_REQUEST_HOLD=PATH: every request also waits while PATH exists (a test's event)
                 time.sleep(float(os.environ.get("SGLANG_SIM_REQUEST_SECONDS") or 0))
+                if os.environ.get("SGLANG_SIM_REQUEST_HOLD"):
+                    hold_while(os.environ["SGLANG_SIM_REQUEST_HOLD"])
         finally:
             with self.inflight_lock:
                 self.inflight.pop(rid, None)
@@ -191,6 +194,14 @@ def make_handler(tm: TokenizerManager):
             return
 
         def _send(self, code: int, body: bytes = b"", ctype: str = "application/json") -> None:
+            # The access line first, as uvicorn writes it when the response starts (h11_impl/httptools_impl
+            # RequestResponseCycle.send, at "http.response.start"): a client holding the answer finds it in the log.
+            host, port = self.client_address[:2]
+            try:
+                phrase = http.HTTPStatus(code).phrase
+            except ValueError:
+                phrase = ""
+            access_logger.info(f'INFO:     {host}:{port} - "{self.command} {self.path} HTTP/1.1" {code} {phrase}')
             self.send_response_only(code)
             self.send_header("date", self.date_time_string())
             self.send_header("server", "uvicorn")
@@ -200,12 +211,6 @@ def make_handler(tm: TokenizerManager):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
-            host, port = self.client_address[:2]
-            try:
-                phrase = http.HTTPStatus(code).phrase
-            except ValueError:
-                phrase = ""
-            access_logger.info(f'INFO:     {host}:{port} - "{self.command} {self.path} HTTP/1.1" {code} {phrase}')
 
         def _json(self, code: int, obj) -> None:
             self._send(code, json.dumps(obj).encode())

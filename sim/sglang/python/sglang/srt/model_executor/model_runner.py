@@ -10,7 +10,7 @@ from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool,
 from sglang.srt.model_executor.cuda_graph_runner import CudaGraphRunner
 from sglang.srt.model_loader.loader import DefaultModelLoader, find_checkpoint
 from sglang.srt.sim_faults import NCCL_ERROR_TEXT
-from sglang.srt.sim_memory import GiB, GpuMem, MiB, Overheads
+from sglang.srt.sim_memory import RESERVED_UNALLOCATED_MIB, GiB, GpuMem, MiB, Overheads
 from sglang.srt.utils.common import FAMILY_0514, sim_sleep, write_stderr
 
 logger = logging.getLogger(__name__)
@@ -173,6 +173,8 @@ class ModelRunner:
             attn_tp_size=self._attn_tp_size(),
             draft_layers=self.draft_layers,
             draft_budgeted=self.family == FAMILY_0514,
+            spare_req_row=self.family == FAMILY_0514,
+            draft_tokens=(sa.speculative_num_draft_tokens or 0) if sa.speculative_algorithm else 0,
         )
         self.mem = self.plan.ranks[self.rank]
         DefaultModelLoader(checkpoint).load_model(
@@ -240,9 +242,30 @@ class ModelRunner:
             v_bytes=m.pool_v,
             family=self.family,
         )
+        if m.pool_oom is not None:  # a tensor of the pool does not fit: torch raises while the pool is built
+            self._raise_pool_oom(m)
+        if plan.pool_oom:  # another rank is the one short of memory: it fails, this one waits in a collective
+            from sglang.srt.sim_faults import hang_forever
+
+            hang_forever()
         self._phase("kv_allocated")
         logger.info(f"Memory pool end. avail mem={m.free_after_pool / GiB:.2f} GB")
         self._phase("memory_pool_ready")
+
+    def _raise_pool_oom(self, m) -> None:
+        oom = m.pool_oom
+        raise sim_gpu.OutOfMemoryError(
+            sim_gpu.cuda_oom_message(
+                alloc=oom.alloc,
+                ordinal=self.gpu_ordinal,
+                total=m.total,
+                free=oom.free,
+                process_in_use=m.total - oom.free - m.used_by_others,
+                allocated=oom.allocated,
+                private_pools=0,
+                reserved_unallocated=RESERVED_UNALLOCATED_MIB * MiB,
+            )
+        )
 
     def _prefill_graphs_on(self) -> bool:
         """0.5.14+: prefill graphs (backend tc_piecewise) unless speculative decoding, DP attention or PP is on."""

@@ -1,0 +1,55 @@
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""llmops.sglang.sglang_release_layout, sglang_server_argv, sglang_own_flags (docs: plugins/filter/*.yml).
+
+The knowledge lives in module_utils/sglang_flags.py; this file only adapts it to Jinja."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags
+
+
+def _version(version):
+    v = str(version or "").strip()
+    return v or "main"
+
+
+def sglang_release_layout(version):
+    """sglang_flags.layout(): SM120 fix file, compiled extensions and server flags of the release ``version``."""
+    try:
+        return sglang_flags.layout(_version(version))
+    except sglang_flags.FlagError as exc:
+        raise AnsibleFilterError("sglang_release_layout: %s" % exc) from None
+
+
+def sglang_server_argv(values, version):
+    """The launch_server argv for ``values`` ({option: value}) in the flags of the release ``version``."""
+    if not isinstance(values, dict):
+        raise AnsibleFilterError(
+            "sglang_server_argv: expected a dict of options such as {'model_path': ..., 'tp_size': 8}; found %s"
+            % type(values).__name__
+        )
+    try:
+        return sglang_flags.server_argv(_version(version), values)
+    except sglang_flags.FlagError as exc:
+        raise AnsibleFilterError("sglang_server_argv: %s" % exc) from None
+
+
+def sglang_own_flags(version):
+    """{flag: option} of every spelling that sets one of the collection's own options in the release ``version``."""
+    try:
+        return sglang_flags.own_flags(_version(version))
+    except sglang_flags.FlagError as exc:
+        raise AnsibleFilterError("sglang_own_flags: %s" % exc) from None
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "sglang_release_layout": sglang_release_layout,
+            "sglang_server_argv": sglang_server_argv,
+            "sglang_own_flags": sglang_own_flags,
+        }

@@ -1,0 +1,91 @@
+"""scripts/test-streams on stand-in parts: a failed part never skips the next one, and the summary names every failure.
+
+The script is copied into a scratch tree with a stub ``sim/node`` (no nodes, no mirrors) and stub parts: ``pytest-run``
+prints pytest's short-summary lines and fails for the [others] stream, ``make molecule`` fails one scenario; nothing
+here waits on time.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PYTEST_RUN = """#!/usr/bin/env bash
+echo "pytest-run $*" >>"$CALLS"
+case "$*" in
+  *"not node"*) echo "FAILED tests/mirrors/test_a.py::test_one - AssertionError: boom"
+                echo "ERROR tests/sim/test_b.py::test_two - fixture broke"; exit 1 ;;
+  *) echo "1 passed"; exit 0 ;;
+esac
+"""
+MAKE = """#!/usr/bin/env bash
+echo "make $*" >>"$CALLS"
+echo "=== molecule scenario default ==="
+echo "molecule: FAILED scenarios: gpu_stack"
+exit 1
+"""
+
+
+def tree(tmp_path):
+    (tmp_path / "scripts").mkdir(parents=True)
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "bin").mkdir()
+    shutil.copy(ROOT / "scripts" / "test-streams", tmp_path / "scripts" / "test-streams")
+    for path, text in (
+        ("scripts/pytest-run", PYTEST_RUN),
+        ("sim/node", '#!/usr/bin/env bash\necho "sim/node $*" >>"$CALLS"\n'),
+        ("bin/make", MAKE),
+    ):
+        (tmp_path / path).write_text(text)
+        (tmp_path / path).chmod(0o755)
+    return tmp_path
+
+
+def run(tmp_path, mode):
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", CALLS=str(tmp_path / "calls"))
+    env["TEST_STREAMS"] = mode
+    return subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "test-streams")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,  # a hang guard only: the stubs return at once
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_failed_pytest_part_does_not_skip_molecule_and_the_summary_names_every_failure(tmp_path):
+    for mode in ("parallel", "serial"):
+        root = tree(tmp_path / mode)
+        p = run(root, mode)
+        assert p.returncode == 1, p.stdout + p.stderr
+        calls = (root / "calls").read_text()
+        assert "make --no-print-directory molecule" in calls  # molecule ran after pytest failed
+        assert "sim/node release" in calls and "sim/node teardown" in calls
+        summary = p.stdout[p.stdout.index("test-streams: nodes/pytest") :]
+        lines = summary.splitlines()
+        assert lines[0].startswith("test-streams: nodes/pytest passed in ")
+        assert lines[1].startswith("test-streams: others/pytest FAILED (exit 1) in ")
+        assert lines[2:4] == [
+            "    FAILED tests/mirrors/test_a.py::test_one - AssertionError: boom",
+            "    ERROR tests/sim/test_b.py::test_two - fixture broke",
+        ]
+        assert lines[4].startswith("test-streams: others/molecule FAILED (exit 1) in ")
+        assert lines[5] == "    molecule: FAILED scenarios: gpu_stack"
+        assert "[others] FAILED tests/mirrors/test_a.py::test_one" in p.stdout  # the stream's own lines, prefixed
+
+
+def test_all_parts_passing_exits_zero(tmp_path):
+    root = tree(tmp_path)
+    (root / "scripts" / "pytest-run").write_text('#!/usr/bin/env bash\necho "1 passed"\n')
+    (root / "bin" / "make").write_text('#!/usr/bin/env bash\necho "molecule ok"\n')
+    p = run(root, "parallel")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [line.split(" in ")[0] for line in p.stdout.splitlines() if line.startswith("test-streams:")] == [
+        "test-streams: nodes/pytest passed",
+        "test-streams: others/pytest passed",
+        "test-streams: others/molecule passed",
+    ]
