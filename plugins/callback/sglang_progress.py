@@ -53,6 +53,7 @@ from ansible.plugins.callback import CallbackBase
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_report as report
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import order_key
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import memory_segments
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import neutral
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import render as render_report
 
 ACTIONS = ("llmops.sglang.sglang_server", "sglang_server")
@@ -266,6 +267,7 @@ class CallbackModule(CallbackBase):
         self._to_stderr = "json" in str(stdout_cb)
 
     def _emit(self, text):
+        text = neutral(text)  # a log line or record cannot move the cursor or reorder the terminal line (bidi)
         if self._to_stderr:
             sys.stderr.write(text + "\n")
             sys.stderr.flush()

@@ -1,6 +1,6 @@
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""llmops.sglang.sglang_release_layout, sglang_server_argv, sglang_own_flags (docs: plugins/filter/*.yml).
+"""llmops.sglang.sglang_release_layout, sglang_server_argv, sglang_own_flags, sglang_guarded_args (docs: *.yml).
 
 The knowledge lives in module_utils/sglang_flags.py; this file only adapts it to Jinja."""
 
@@ -46,10 +46,18 @@ def sglang_own_flags(version):
         raise AnsibleFilterError("sglang_own_flags: %s" % exc) from None
 
 
+def sglang_guarded_args(args, own):
+    """[{arg, flag, secret}]: the words of ``args`` that set a secret flag or a flag of ``own`` (prefixes too)."""
+    if not isinstance(own, dict):
+        raise AnsibleFilterError("sglang_guarded_args: expected sglang_own_flags' dict; found %s" % type(own).__name__)
+    return sglang_flags.guarded_args(list(args) if isinstance(args, (list, tuple)) else [], own)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "sglang_release_layout": sglang_release_layout,
             "sglang_server_argv": sglang_server_argv,
             "sglang_own_flags": sglang_own_flags,
+            "sglang_guarded_args": sglang_guarded_args,
         }

@@ -1,6 +1,6 @@
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""llmops.sglang.fleet_topology and group_verdict (docs: plugins/filter/fleet_topology.yml, group_verdict.yml).
+"""llmops.sglang.fleet_topology, group_verdict, fleet_roll_batches (docs: plugins/filter/<name>.yml).
 
 The arithmetic lives in module_utils/sglang_topology.py; this file only adapts it to Jinja."""
 
@@ -12,6 +12,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_group import group_verdict as _group_verdict
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import TopologyError
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import fleet_topology as _fleet_topology
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import roll_batches as _roll_batches
 
 
 def fleet_topology(hosts, hostvars, defaults=None, on_error="raise", gpus=None):
@@ -37,6 +38,18 @@ def group_verdict(topology, hostvars, variable):
     return _group_verdict(topology, results)
 
 
+def fleet_roll_batches(replicas, batch_size):
+    """{"batches": {replica: index}} or {"error": one line} for router_roll_batch_size (module_utils)."""
+    try:
+        return {"batches": _roll_batches(replicas, batch_size)}
+    except TopologyError as exc:
+        return {"error": str(exc), "batches": {}}
+
+
 class FilterModule(object):
     def filters(self):
-        return {"fleet_topology": fleet_topology, "group_verdict": group_verdict}
+        return {
+            "fleet_topology": fleet_topology,
+            "group_verdict": group_verdict,
+            "fleet_roll_batches": fleet_roll_batches,
+        }

@@ -22,9 +22,10 @@ class Fetcher:
     """One worker's HTTP: keep-alive connections per host, redirects followed by hand (Authorization only to the
     endpoint's host), the final location of each URL remembered so later ranges skip the redirect."""
 
-    def __init__(self, auth_netloc, token, timeout, ssl_context=None, user_agent="llmops"):
+    def __init__(self, auth_netloc, token, timeout, ssl_context=None, user_agent="llmops", *, peer=None):
         self.auth_netloc = auth_netloc
         self.token = token
+        self.peer = peer  # (netloc, token) of the fleet's seed share: its own secret goes only to it
         self.timeout = timeout
         self.ssl_context = ssl_context
         self.user_agent = user_agent
@@ -60,7 +61,9 @@ class Fetcher:
                 raise HubError("cannot fetch %s: not an http(s) URL" % url)
             h = {"User-Agent": self.user_agent, "Accept-Encoding": "identity"}
             h.update(headers)
-            if self.token and u.netloc == self.auth_netloc:
+            if self.peer and u.netloc == self.peer[0]:
+                h["Authorization"] = "Bearer " + self.peer[1]
+            elif self.token and u.netloc == self.auth_netloc:
                 h["Authorization"] = "Bearer " + self.token
             target = u.path + ("?" + u.query if u.query else "")
             resp = None

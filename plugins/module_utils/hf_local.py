@@ -56,8 +56,10 @@ def check_inputs(p):
     for name, lo, hi in (("connections", 1, 64), ("retries", 0, 100), ("timeout", 1, 3600), ("segment_mib", 0, 65536)):
         if not lo <= p[name] <= hi:
             return "%s: expected an integer from %d to %d; found %s" % (name, lo, hi, p[name])
-    for name in ("wait_budget", "reserve_gib", "peer_wait"):
-        if not math.isfinite(p[name]) or p[name] < 0:
+    if not 1 <= p.get("peer_timeout", 15) <= 300:
+        return "peer_timeout: expected an integer from 1 to 300; found %s" % p.get("peer_timeout")
+    for name in ("wait_budget", "reserve_gib", "peer_wait", "peer_down"):
+        if not math.isfinite(p.get(name, 0)) or p.get(name, 0) < 0:
             return "%s: expected a finite number >= 0; found %s" % (name, p[name])
     dest = p["dest"]
     if os.path.lexists(dest) and not os.path.isdir(dest):
@@ -188,3 +190,15 @@ def save_peer_progress(dest, when):
     root = os.path.join(dest, PARTIAL_DIR)
     if os.path.isdir(root):
         save_json(os.path.join(root, "peer.json"), {"last_progress": when, "saved_at": time.time()})
+
+
+def read_peer_token(path):
+    """The share's secret from a file (first line, stripped), or the OSError/ValueError explaining why not."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.readline().strip()
+    except OSError as exc:
+        return exc
+    if not token or token_problem(token):
+        return ValueError("expected one line with the share's secret (letters, digits and _.~+/=:-)")
+    return token

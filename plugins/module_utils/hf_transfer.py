@@ -143,6 +143,7 @@ class Transfer:
         split=True,
         wait_missing=None,
         last_progress=None,
+        peer_down=None,
     ):
         self.jobs = jobs
         self.connections = max(1, connections)
@@ -153,6 +154,10 @@ class Transfer:
         self.split = split  # work stealing needs a source with Range support
         self.wait_missing = wait_missing  # a peer still downloading: 404 means "not yet", for this many seconds
         self.last_progress = last_progress or time.time()
+        # A peer (the fleet's seed share) that fails to answer: give up after this many seconds of errors in a row,
+        # whatever the retry count, so a receiver whose seed died fails within peer_down + one request's timeout.
+        self.peer_down = peer_down
+        self.peer_failing_since = None
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.stop = threading.Event()
@@ -262,6 +267,7 @@ class Transfer:
                 headers = {} if whole else {"Range": "bytes=%d-%d" % (pos, stop_by - 1)}
                 t_req = time.time()
                 resp, final = fetcher.get(url, headers)
+                self.peer_failing_since = None
                 with resp:
                     if resp.status == 206:
                         cr = resp.getheader("Content-Range") or ""
@@ -311,6 +317,7 @@ class Transfer:
                         self.save_soon = True  # a finished segment is recorded within one tick
             except HubError as exc:
                 if exc.status == 404 and self.wait_missing is not None:
+                    self.peer_failing_since = None  # the peer answers: it is alive, just not there yet
                     waited = time.time() - self.last_progress
                     if waited > self.wait_missing:
                         raise HubError(
@@ -325,6 +332,9 @@ class Transfer:
                     continue
                 if not exc.retryable():
                     raise
+                if self.peer_down is not None:
+                    self._peer_failed(url, str(exc))
+                    continue
                 attempt = 1 if seg[2] > before else attempt + 1
                 if attempt > self.retries:
                     raise HubError(
@@ -336,6 +346,9 @@ class Transfer:
                 self._pause(retry_delay(exc, attempt))
             except (http.client.HTTPException, ConnectionError, TimeoutError) as exc:
                 fetcher.close()
+                if self.peer_down is not None:
+                    self._peer_failed(url, type(exc).__name__)
+                    continue
                 attempt = 1 if seg[2] > before else attempt + 1
                 if attempt > self.retries:
                     raise HubError(
@@ -343,6 +356,22 @@ class Transfer:
                         "run resumes from there" % (job.rel, start + seg[2], job.want["size"], type(exc).__name__)
                     ) from None
                 self._pause(retry_delay(None, attempt))
+
+    def _peer_failed(self, url, why):
+        """A network error or 5xx from the peer: wait briefly and try again, or fail once the peer has failed for
+        peer_down seconds in a row (one line naming the peer)."""
+        now = time.time()
+        with self.lock:
+            if self.peer_failing_since is None:
+                self.peer_failing_since = now
+            since = self.peer_failing_since
+        if now - since >= self.peer_down:
+            netloc = url.split("://", 1)[-1].split("/", 1)[0]
+            raise HubError(
+                "the seed host's share %s has not answered for %d s (%s); the seed host failed or stopped sharing: "
+                "see its output, fix it and run again" % (netloc, now - since, why)
+            )
+        self._pause(min(1.0, since + self.peer_down - now))
 
     def _request_end(self, pos, end, rate):
         """End of the next range: the whole segment, or with a deadline about what this connection can fetch in the

@@ -317,3 +317,38 @@ def layout(version):
         "rust_extensions": rust_extensions(version),
         "server_flags": server_flags(version),
     }
+
+
+# -- guarded flags in server_extra_args -------------------------------------------------------------------------------
+# SGLang's parser is argparse with allow_abbrev=True in every release checked (sim/mirrors/sglang_cli.py reads it from
+# each wheel): `--api-ke KEY` and `--api-ke=KEY` set --api-key when no other option starts with `--api-ke`; an
+# ambiguous prefix is argparse's error. So a guarded flag is refused in every prefix of it, whatever else the release
+# registers (an ambiguous prefix would fail at launch anyway). Secrets are never allowed on the command line.
+SECRET_FLAGS = ("--api-key", "--admin-api-key")
+
+
+def guarded_flag(arg, guarded):
+    """The flag of ``guarded`` that ``arg`` sets under argparse's prefix matching, or None.
+
+    ``arg`` is one argv word; ``--name=value`` is read as ``--name``. An exact option string of the release wins over
+    a prefix in argparse, but no option of 0.5.6 ... 0.5.23 is a prefix of a guarded flag
+    (tests/security/test_guarded_flags.py checks every cached wheel), so no exception list is needed."""
+    if not isinstance(arg, str) or not arg.startswith("--") or arg == "--":
+        return None
+    name = arg.split("=", 1)[0]
+    if name in guarded:
+        return name
+    hits = sorted(flag for flag in guarded if flag.startswith(name))
+    return hits[0] if hits else None
+
+
+def guarded_args(args, own):
+    """[{arg, flag, secret}] for each word of ``args`` that sets a secret flag or one of ``own`` (flag -> option)."""
+    out = []
+    for arg in args if isinstance(args, (list, tuple)) else ():
+        flag = guarded_flag(arg, SECRET_FLAGS)
+        secret = flag is not None
+        flag = flag or guarded_flag(arg, list(own))
+        if flag:
+            out.append({"arg": arg.split("=", 1)[0], "flag": flag, "secret": secret})
+    return out

@@ -22,6 +22,7 @@ import json
 import os
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import write_private_files
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import INTERVAL_LABELS, LAST, PHASE_INDEX
 
 SCHEMA = "llmops.sglang/report-v1"
@@ -328,13 +329,7 @@ def report_dir(base, when=None):
 
 
 def write_report(data, html_text, out_dir):
-    """Write index.html and report.json into ``out_dir`` (created); return the path of index.html."""
-    os.makedirs(out_dir, exist_ok=True)
-    json_path = os.path.join(out_dir, "report.json")
-    html_path = os.path.join(out_dir, "index.html")
-    for path, text in ((json_path, json.dumps(data, indent=2, sort_keys=True) + "\n"), (html_path, html_text)):
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    return html_path
+    """Write report.json and index.html into ``out_dir`` (0700; files 0600, atomic, never through a symlink:
+    module_utils/private_files.py); return the path of index.html."""
+    json_text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return write_private_files(out_dir, {"report.json": json_text, "index.html": html_text})[1]

@@ -37,15 +37,24 @@ VERSION_LABELS = (
     ("model_revision", "model revision"),
     ("model_commit", "model commit"),
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# C0 (but tab and newline), DEL, C1 and the invisible characters that reorder or hide text: bidi embeddings and
+# overrides U+202A..U+202E, isolates U+2066..U+2069, marks U+061C/U+200E/U+200F, zero-width U+200B..U+200D, the
+# separators U+2028/U+2029 and U+FEFF. Shown as \xNN / \uNNNN so a record cannot make a line read otherwise.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+def neutral(value):
+    """``value`` as text with every character of _CONTROL shown as an escape (for HTML and for terminal lines)."""
+    text = "" if value is None else str(value)
+    return _CONTROL.sub(lambda m: ("\\x%02x" if ord(m.group(0)) < 0x100 else "\\u%04x") % ord(m.group(0)), text)
+
+
 BAR_X, BAR_W, ROW_H = 80, 520, 22
 
 
 def esc(value):
-    """Text for HTML text content or a double-quoted attribute; control characters shown as \\xNN."""
-    text = "" if value is None else str(value)
-    text = _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), text)
-    return html.escape(text, quote=True)
+    """Text for HTML text content or a double-quoted attribute; control and bidi characters shown escaped."""
+    return html.escape(neutral(value), quote=True)
 
 
 def _gb(x):

@@ -27,12 +27,14 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values
+
 # The host variables read here (scripts/role_reads.py counts a call of the filter as a read of each). Role defaults
 # are not host variables: the caller passes the ports' defaults (llmops_defaults owns them).
 HOST_VARIABLES = ("llmops_replica", "llmops_server_port", "llmops_dist_init_port")
 DEFAULTED = ("llmops_server_port", "llmops_dist_init_port")
 
-REPLICA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+REPLICA_NAME = inventory_values.NAME  # full match: "$" would also accept a name ending in a newline
 
 
 class TopologyError(ValueError):
@@ -63,7 +65,13 @@ def _get(hostvars, host, name, default):
 
 def _address(hostvars, host):
     address = _get(hostvars, host, "ansible_host", host)
-    return str(address).strip() or host
+    address = address.strip() if isinstance(address, str) else address
+    if address == "":
+        return host
+    problem = inventory_values.address_problem("ansible_host of %s" % host, address)
+    if problem:  # it becomes --dist-init-addr and the router's worker URL: a newline would add lines to a unit file
+        raise TopologyError("fleet topology: " + problem[0].lower() + problem[1:])
+    return address
 
 
 def _url_host(address):
@@ -83,7 +91,7 @@ def host_settings(host, hostvars, defaults=None, gpus=None):
             )
         )
     replica = _get(hostvars, host, "llmops_replica", host)
-    if not isinstance(replica, str) or not REPLICA_NAME.match(replica):
+    if not isinstance(replica, str) or not REPLICA_NAME.fullmatch(replica):
         raise TopologyError(
             "fleet topology: expected llmops_replica of {host} to be a name of letters, digits, '.', '_' or '-' "
             "(at most 63, starting with a letter or digit); found {value!r}. Set llmops_replica to such a name "
@@ -239,3 +247,28 @@ def fleet_topology(hosts, hostvars, defaults=None, gpus=None):
             }
         )
     return result
+
+
+def roll_batches(replicas, batch_size):
+    """{replica name: batch index} for a rolling restart of ``replicas`` (names, in order), ``batch_size`` at a time.
+
+    ``batch_size`` (router_roll_batch_size) is a whole number from 1 to the number of replicas; anything else is a
+    one-line TopologyError (0 or a word used to end in a division error, a negative number dropped replicas from the
+    roll and a number above the fleet was silently cut to it)."""
+    names = list(replicas)
+    size = batch_size
+    if isinstance(size, str) and re.fullmatch(r"-?[0-9]+", size):
+        size = int(size)
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TopologyError(
+            "rolling restart: expected router_roll_batch_size to be a whole number of replicas restarted at once; "
+            "found {0!r}. Set it to 1 (one replica at a time) or another number up to {1}.".format(
+                batch_size, max(len(names), 1)
+            )
+        )
+    if size < 1 or (names and size > len(names)):
+        raise TopologyError(
+            "rolling restart: expected router_roll_batch_size from 1 to {0} (the replicas in gpu_servers); found {1}. "
+            "Set it to 1 (one replica at a time) or another number up to {0}.".format(max(len(names), 1), size)
+        )
+    return dict((name, index // size) for index, name in enumerate(names))

@@ -46,6 +46,21 @@ options:
     type: list
     elements: path
     default: [/usr/share/misc/pci.ids, /usr/share/hwdata/pci.ids, /usr/share/pci.ids]
+  pci_ids_candidate:
+    description:
+      - A downloaded PCI id database to use before O(pci_ids), only once it passes the checks of
+        C(plugins/module_utils/pci_ids_check.py) (size, not HTML, NVIDIA's vendor block, the class list that ends the
+        file, every NVIDIA device the installed database knows, the O(pci_ids_sha256) pin). A refusal fails the task
+        in one line; the installed database stays in use.
+    type: path
+  pci_ids_max_bytes:
+    description: The largest O(pci_ids_candidate) accepted, in bytes.
+    type: int
+    default: 8388608
+  pci_ids_sha256:
+    description: When set, the sha256 O(pci_ids_candidate) must have.
+    type: str
+    default: ""
   fail_on_error:
     description:
       - Fail the task when nvidia-smi exists but answers with an error that is not a known driver state.
@@ -193,7 +208,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch, pci_ids_check
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_inventory import (
     FAILURE_REASONS,
     QUERY_FIELDS,
@@ -281,12 +296,26 @@ def main():
                 "elements": "path",
                 "default": ["/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids"],
             },
+            "pci_ids_candidate": {"type": "path"},
+            "pci_ids_max_bytes": {"type": "int", "default": pci_ids_check.DEFAULT_MAX_BYTES},
+            "pci_ids_sha256": {"type": "str", "default": ""},
             "fail_on_error": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
     if module.params["timeout"] < 1:
         module.fail_json(msg=f"timeout must be at least 1 second, got {module.params['timeout']}")
+    candidate = module.params["pci_ids_candidate"]
+    if candidate:
+        installed = find_pci_ids(module.params["pci_ids"])
+        wrong = pci_ids_check.problem(
+            candidate, installed, module.params["pci_ids_max_bytes"], module.params["pci_ids_sha256"]
+        )
+        if wrong:
+            module.fail_json(
+                msg="Expected a current PCI id database; found %s. Kept the installed one (%s)." % (wrong, installed)
+            )
+        module.params["pci_ids"] = [candidate, *module.params["pci_ids"]]
     result = gather(module)
     result.update(summarize(result["gpus"]))
     result["gpu_count"] = result.pop("count")

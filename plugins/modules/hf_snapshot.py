@@ -116,8 +116,9 @@ options:
     default: 64
   peer_url:
     description:
-      - Base URL of a peer that serves a complete snapshot directory of the same commit (C(PEER_URL/PATH)). File
-        bytes come from there; the commit and every digest still come from the hub and every file is verified.
+      - Base URL of a peer that serves a snapshot directory of the same commit (C(PEER_URL/COMMIT/PATH), the model
+        role's share). File bytes come from there; the commit and every digest still come from the hub and every
+        file is verified.
       - The peer may still be downloading - a file it does not have yet (C(404)) is asked for again every second,
         for up to O(peer_wait) seconds without progress.
     type: str
@@ -125,6 +126,21 @@ options:
     description: With O(peer_url), seconds without any new byte from the peer before the call fails.
     type: float
     default: 1800
+  peer_token_file:
+    description:
+      - With O(peer_url), a file (0600) holding the share's per-run secret, sent as C(Authorization) to the peer's
+        host only. File URLs are C(PEER_URL/COMMIT/PATH), so the peer serves a file only for the commit asked.
+    type: path
+  peer_timeout:
+    description: With O(peer_url), the connect and read timeout in seconds of each request to the peer.
+    type: int
+    default: 15
+  peer_down:
+    description:
+      - With O(peer_url), seconds of errors in a row (refused or timed-out connections, C(5xx)) after which the
+        call fails naming the peer; a receiver whose seed failed fails within O(peer_down) + O(peer_timeout).
+    type: float
+    default: 30
   timeout:
     description: Socket timeout in seconds for each request.
     type: int
@@ -257,6 +273,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
     bytes_on_disk,
     check_inputs,
     load_peer_progress,
+    read_peer_token,
     load_verified,
     part_path,
     present_files,
@@ -315,6 +332,9 @@ def argument_spec():
         segment_mib=dict(type="int", default=64),
         peer_url=dict(type="str"),
         peer_wait=dict(type="float", default=1800),
+        peer_token_file=dict(type="path", no_log=False),
+        peer_timeout=dict(type="int", default=15),
+        peer_down=dict(type="float", default=30),
         timeout=dict(type="int", default=60),
         reserve_gib=dict(type="float", default=1.0),
         validate_certs=dict(type="bool", default=True),
@@ -468,10 +488,16 @@ def run_module():
     t0 = time.time()
     stop_at = t0 + p["wait_budget"] if p["wait_budget"] > 0 else None
     base = p["peer_url"].rstrip("/") if p["peer_url"] else None
+    peer = None
+    if base:
+        peer_token = read_peer_token(p["peer_token_file"]) if p["peer_token_file"] else None
+        if isinstance(peer_token, Exception):
+            module.fail_json(msg="peer_token_file: cannot read %s (%s)" % (p["peer_token_file"], peer_token), **result)
+        peer = (base.split("://", 1)[1].split("/", 1)[0], peer_token) if peer_token else None
     jobs = [
         FileJob(
             rel,
-            "%s/%s" % (base, urllib_quote(rel)) if base else client.file_url(p["repo_id"], commit, rel),
+            "%s/%s/%s" % (base, commit, urllib_quote(rel)) if base else client.file_url(p["repo_id"], commit, rel),
             files[rel],
             part_path(dest, rel),
             segment_bytes,
@@ -501,11 +527,14 @@ def run_module():
         jobs,
         connections=p["connections"],
         retries=p["retries"],
-        fetcher_factory=lambda: Fetcher(netloc, token, p["timeout"], client.ssl_context, USER_AGENT),
+        fetcher_factory=lambda: Fetcher(
+            netloc, token, p["peer_timeout"] if base else p["timeout"], client.ssl_context, USER_AGENT, peer=peer
+        ),
         stop_at=stop_at,
         split=segment_bytes > 0,
         wait_missing=p["peer_wait"] if base else None,
         last_progress=load_peer_progress(dest) if base else None,
+        peer_down=p["peer_down"] if base else None,
     )
     failure = None
     try:

@@ -52,8 +52,9 @@ def main(argv=None):
         stamp = cache.CACHE / f"toolchain-check-{key}.json"
         passed = _recorded_passes()
         if key in passed:
-            where = RECORD.relative_to(ROOT)
-            print(f"toolchain-check: pins unchanged ({key}, passed {passed[key]} per {where}), skipped")
+            print(
+                f"toolchain-check: pins unchanged ({key}, passed {passed[key]} per {RECORD.relative_to(ROOT)}), skipped"
+            )
             return 0
         if stamp.is_file():
             print(f"toolchain-check: pins unchanged ({key}, passed {json.loads(stamp.read_text())['passed']}), skipped")

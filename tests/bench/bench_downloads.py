@@ -44,7 +44,9 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 MIRRORS = ROOT / "sim" / "mirrors"
 MODULE = "ansible_collections.llmops.sglang.plugins.modules.hf_snapshot"
-SHARE = ROOT / "roles" / "model" / "files" / "model_share.py"  # what the seed host serves its directory with
+sys.path.insert(0, str(ROOT / "tests"))
+from share_util import start_share, stop_share  # noqa: E402  (the role's share server, as the seed host runs it)
+
 MIB = 1 << 20
 
 DEFAULT_SIZES = (64, 8, 256)  # files, MiB per file, MiB of the large file: kept cached between runs
@@ -257,22 +259,15 @@ def fleet(hub, work, repo):
     hub.control("requests", "DELETE")
     seed = work / "host1"
     seed.mkdir()
-    # The role's share server; stdout carries the "Serving DIR on ADDRESS port N" line, the per-request log goes to
-    # stderr, which nobody reads.
-    share = subprocess.Popen(
-        [sys.executable, SHARE, str(seed), "127.0.0.1", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env(),
-    )
+    # The role's share server with its per-run secret (tests/share_util.py); its per-request log goes to stderr.
+    share = start_share(seed, work / "share")
     procs = []
     try:
-        port = int(share.stdout.readline().split(" port ")[1])
         t0 = time.monotonic()
         procs.append(_start(hub, repo, seed))
         procs += [
-            _start(hub, repo, work / h, peer_url=f"http://127.0.0.1:{port}", segment_mib=0) for h in ("host2", "host3")
+            _start(hub, repo, work / h, peer_url=share.url, peer_token_file=share.token_file, segment_mib=0)
+            for h in ("host2", "host3")
         ]
         ends = [None] * len(procs)  # seconds from the start to each host's exit: where the fleet's wall time goes
         deadline = t0 + TIMEOUT
@@ -287,8 +282,7 @@ def fleet(hub, work, repo):
         for p in procs:
             if p.poll() is None:
                 p.kill()
-        share.terminate()
-        share.wait(10)
+        stop_share(share)
     served = hub.served()
     hub.control("hub", "POST", {"rate": RATE})
     verified = all(r.get("done") and not r.get("failed") for r in results)

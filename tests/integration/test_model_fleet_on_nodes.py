@@ -198,6 +198,11 @@ def test_the_hub_serves_the_model_once_for_three_hosts_and_every_host_verifies_i
     # the share is gone once the copies are done
     share = fleet["nodes"][HOSTS[first]].sh("systemctl is-active llmops-model-share.service || true")
     assert share.strip() != "active"
+    # and so is the run's secret, on every host (the share's config on the seed, the receivers' token files)
+    for ip in HOSTS.values():
+        assert (
+            fleet["nodes"][ip].sh("test -e /run/llmops-sglang/model-share && echo left || echo gone").strip() == "gone"
+        )
     assert re.search(rf"\[model\] {re.escape(first)}: \d+/\d+ files", out), out[-3000:]
     print(
         f"\nfleet of 3: one host {solo:.1f} s, three hosts {wall:.1f} s, ratio {wall / solo:.2f} (target <= 1.5); "

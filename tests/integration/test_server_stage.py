@@ -310,11 +310,13 @@ def test_secrets_never_appear_in_output_or_files_at_vvv(node):
     assert run.rc == 0, run.stdout[-4000:]
     for secret in (HUB_TOKEN, api_key):
         assert secret not in run.stdout + run.stderr + gated.stdout + gated.stderr
-    env = node.sh("stat -c '%a %U' /etc/sglang/sglang.env").split()
-    assert env == ["600", "root"]
+    env = node.sh("stat -c '%a %U' /etc/sglang/sglang.env /etc/sglang/hf-token.env").split()
+    assert env == ["600", "root", "600", "root"]
+    # the hub token only where downloads read it (issue 25 item 7): not in the server's EnvironmentFile
+    assert HUB_TOKEN not in node.sh("cat /etc/sglang/sglang.env")
     hits = node.sh(
         "grep -r -a -l -F -f /dev/stdin /etc /var /opt /root /home /tmp 2>/dev/null"
-        " | grep -vx /etc/sglang/sglang.env || true",
+        " | grep -vx -e /etc/sglang/sglang.env -e /etc/sglang/hf-token.env || true",
         input=f"{HUB_TOKEN}\n{api_key}\n",
     ).split()
     assert hits == [], hits

@@ -8,8 +8,8 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
-import sys
 import threading
 import time
 from functools import partial
@@ -21,8 +21,8 @@ from _mirror_util import control, http
 from _module_util import finished_segments, kill_when, run_module, segment_state, start_module
 from events import GUARD
 from events import wait_until as wait_for
+from share_util import start_share, stop_share
 
-SHARE = Path(__file__).resolve().parents[2] / "roles" / "model" / "files" / "model_share.py"
 BIG = "sim-org/big-shard"
 FILE = "model.safetensors"
 SIZE = 12 * 1024 * 1024
@@ -144,6 +144,9 @@ class _CorruptPeer(SimpleHTTPRequestHandler):
         if self.asked is not None:
             self.asked.set()
         super().do_GET()
+
+    def translate_path(self, path):  # receivers ask for /COMMIT/PATH (the share serves a file only for its commit)
+        return super().translate_path(re.sub(r"^/[0-9a-f]{40}(?=/)", "", path))
 
 
 def peer_server(directory):
@@ -311,20 +314,6 @@ def test_a_peer_that_never_gets_the_file_fails_after_peer_wait(hub, tmp_path):
     assert "Traceback" not in out and not (tmp_path / "model" / ".llmops-snapshot.json").exists()
 
 
-def start_share(directory):
-    """The model role's share server over ``directory`` on 127.0.0.1 (any free port), as the seed host runs it."""
-    proc = subprocess.Popen(
-        [sys.executable, SHARE, str(directory), "127.0.0.1", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    proc.url = f"http://127.0.0.1:{int(proc.stdout.readline().split(b' port ')[1])}"
-    return proc
-
-
-def stop_share(proc):
-    proc.terminate()
-    proc.wait(10)
-
-
 def test_a_copy_from_the_seed_killed_mid_file_resumes_there_with_a_byte_range(built, hub, tmp_path):
     """A host copying from the seed is killed inside a file (one segment: peers fetch whole files); the next run
     asks the seed's share for the rest of the file only (206), and verifies the whole file."""
@@ -341,10 +330,12 @@ def test_a_copy_from_the_seed_killed_mid_file_resumes_there_with_a_byte_range(bu
     kept = segment_state(dest, FILE)[0][2]
     assert 0 < kept < SIZE and not (dest / FILE).exists()
     pace(hub, 0)
-    share = start_share(seed)
+    share = start_share(seed, tmp_path / "share")
     since = time.time()
     try:
-        rc, res, out = run_module(args(hub, dest, peer_url=share.url, segment_mib=0, connections=1))
+        rc, res, out = run_module(
+            args(hub, dest, peer_url=share.url, peer_token_file=share.token_file, segment_mib=0, connections=1)
+        )
     finally:
         stop_share(share)
     assert rc == 0 and res["done"], out

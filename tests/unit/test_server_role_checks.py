@@ -5,35 +5,8 @@ described without its value."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-
-from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags
-
-ROOT = Path(__file__).resolve().parents[2]
-ROLE = ROOT / "roles" / "server"
-CHECKS = (ROLE / "templates" / "checks.json.j2").read_text()
-# The role's defaults over the shared ones (roles/llmops_defaults, a dependency of every role), as Ansible merges them.
-SHARED = yaml.safe_load((ROLE.parent / "llmops_defaults" / "defaults" / "main.yml").read_text())
-DEFAULTS = {**SHARED, **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())}
-
-
-def problems(**overrides):
-    variables = {
-        **DEFAULTS,
-        "llmops_model_dir": "/opt/models/GLM-5-NVFP4",
-        "llmops_model_repo_id": "zai-org/GLM-5-NVFP4",
-    }
-    # roles/server/vars/main.yml sets it with the llmops.sglang.sglang_own_flags filter: the same function.
-    variables["server_own_flags"] = sglang_flags.own_flags("main")
-    variables.update(overrides)
-    variables = {k: trust_as_template(v) if isinstance(v, str) and "{{" in v else v for k, v in variables.items()}
-    return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]
+from server_checks import problems  # shared with tests/security
 
 
 def test_the_defaults_pass():

@@ -45,12 +45,16 @@ def test_binds_loopback_only(host):
 HF_TOKEN = "hf_sim_test_token"  # set by converge.yml
 
 
-def test_env_file_is_root_only_and_the_only_place_with_the_token(host):
-    f = host.file(ENV_FILE)
+TOKEN_FILE = "/etc/sglang/hf-token.env"  # the model role's model_token_file: only the download reads it
+
+
+def test_token_file_is_root_only_and_the_only_place_with_the_token(host):
+    f = host.file(TOKEN_FILE)
     assert f.exists and f.mode == 0o600 and f.user == "root"
     assert f"HF_TOKEN={HF_TOKEN}" in f.content_string
+    # nowhere else, so not in the long-running server's EnvironmentFile either (issue 25 item 7)
     hits = host.run(f"grep -rlF {HF_TOKEN} /etc /opt /var /root /home /tmp 2>/dev/null").stdout.split()
-    assert hits == [ENV_FILE]
+    assert hits == [TOKEN_FILE]
 
 
 def test_unit_keeps_secrets_out_and_cuda_in(host):

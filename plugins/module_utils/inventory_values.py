@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Inventory values that reach a systemd unit, an environment file or a command line, checked before any change.
+
+One home for the rules (issue 25, item 6); the roles call them through the filter ``llmops.sglang.inventory_problems``
+(roles/preflight/tasks/inventory.yml) and the topology (module_utils/sglang_topology.py):
+
+* an address (``ansible_host``, ``llmops_server_host``, ``llmops_router_host``, ``llmops_router_prometheus_host``)
+  parses as an IP address or as a DNS host name (labels of letters, digits, ``_`` and ``-``, at most 253
+  characters): a value with a newline would add lines such as an ``ExecStartPre=`` (run as root) to a unit or an
+  environment file;
+* a name (``llmops_replica``, ...) is ``[A-Za-z0-9._-]``, starting with a letter or digit;
+* any other text has no whitespace or control character (C0, DEL, C1, and the bidi/format controls).
+
+Every check returns one sentence (expected, found, what to do) or None; the value is shown with its control
+characters escaped (``repr``), so a refusal cannot itself inject a line into a log.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import re
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+# C0 controls and DEL, C1 controls, and the invisible format characters that reorder or hide text (bidi embeddings
+# and overrides U+202A..U+202E, isolates U+2066..U+2069, marks U+200E/U+200F/U+061C, zero-width U+200B..U+200D,
+# U+2028/U+2029 line/paragraph separators, U+FEFF).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+WHITESPACE_OR_CONTROL = re.compile(r"\s|" + CONTROL.pattern)
+
+# What each inventory variable is, for inventory_problems(): the variables that reach units, env files or argv.
+ADDRESS_VARS = ("ansible_host", "llmops_server_host", "llmops_router_host", "llmops_router_prometheus_host")
+NAME_VARS = ("llmops_replica",)
+
+
+def shown(value):
+    """The value as a refusal may print it: control characters escaped, at most 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def is_host_name(value):
+    """A host name: dot-separated labels of letters, digits, '_' and '-' (as /etc/hosts allows), at most 253
+    characters, not all digits."""
+    if not isinstance(value, str) or not value or len(value) > 253:
+        return False
+    name = value[:-1] if value.endswith(".") else value
+    labels = name.split(".")
+    if not all(_LABEL.fullmatch(label) for label in labels):
+        return False
+    return not re.fullmatch(r"[0-9.]+", name)  # 10.0.0 or 999.1.1.1 are mistyped addresses, not names
+
+
+def is_ip(value):
+    if not isinstance(value, str):
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def address_problem(what, value):
+    """None when ``value`` is an IP address or a host name; else one sentence."""
+    if is_ip(value) or is_host_name(value):
+        return None
+    return (
+        "Expected {what} to be an IP address or a host name (letters, digits, '-', '_' and '.'); found {found}. "
+        "Set {what} to the host's address, e.g. 10.0.0.5 or gpu1.example.internal.".format(
+            what=what, found=shown(value)
+        )
+    )
+
+
+def name_problem(what, value):
+    """None when ``value`` is a name of [A-Za-z0-9._-] (at most 63, starting with a letter or digit)."""
+    if isinstance(value, str) and NAME.fullmatch(value):
+        return None
+    return (
+        "Expected {what} to be a name of letters, digits, '.', '_' or '-' (at most 63, starting with a letter or "
+        "digit); found {found}. Rename it.".format(what=what, found=shown(value))
+    )
+
+
+def text_problem(what, value):
+    """None when ``value`` (a string or number) has no whitespace or control character."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return "Expected {what} to be a single word or number; found a {kind}. Give one value.".format(
+            what=what, kind=type(value).__name__
+        )
+    if WHITESPACE_OR_CONTROL.search(str(value)):
+        return "Expected {what} without whitespace or control characters; found {found}. Remove them.".format(
+            what=what, found=shown(value)
+        )
+    return None
+
+
+def inventory_problems(hosts, hostvars):
+    """One sentence per bad value among ADDRESS_VARS and NAME_VARS of ``hosts`` (undefined values are not checked)."""
+    problems = []
+    for host in hosts:
+        got = hostvars[host] if host in hostvars else {}
+        for var in ADDRESS_VARS + NAME_VARS:
+            value = got.get(var) if hasattr(got, "get") else None
+            if value is None:
+                continue
+            check = address_problem if var in ADDRESS_VARS else name_problem
+            problem = check("%s of %s" % (var, host), value)
+            if problem:
+                problems.append(problem)
+    return problems

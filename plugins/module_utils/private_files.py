@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Reports and records written private and whole (issue 25, item 7).
+
+* the directory is 0700 and a real directory (a planted symlink in its place is refused, never followed);
+* each file is 0600, written to a temporary file in the same directory (O_CREAT|O_EXCL|O_NOFOLLOW, so a planted
+  file or symlink is never opened) and renamed into place with os.replace, which replaces a symlink at the final name
+  instead of following it; all files of one report are renamed only after every one was written in full, so a
+  failure leaves no half-written report.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import stat
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dir(path):
+    """Create ``path`` (and missing parents) 0700, or check an existing one is a real directory; return an fd to it."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        os.makedirs(parent, mode=DIR_MODE)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        pass
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # ELOOP/ENOTDIR on a planted symlink
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise OSError(
+                errno.EPERM, "owned by another user (uid %d); refusing to write a report there" % st.st_uid, path
+            )
+        if stat.S_IMODE(st.st_mode) != DIR_MODE:
+            os.fchmod(fd, DIR_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_private_files(out_dir, files):
+    """Write ``files`` ({name: text}) into ``out_dir`` as described above; return the paths in the order given."""
+    fd = private_dir(out_dir)
+    temps = []
+    try:
+        for name, text in files.items():
+            if os.sep in name or name in ("", ".", ".."):
+                raise ValueError("a file name without a directory, found %r" % name)
+            tmp = ".%s.%d.tmp" % (name, os.getpid())
+            try:
+                os.unlink(tmp, dir_fd=fd)  # our own leftover of an interrupted run (never followed: unlink)
+            except FileNotFoundError:
+                pass
+            handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE, dir_fd=fd)
+            temps.append((tmp, name))
+            with os.fdopen(handle, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, name in temps:
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        temps = []
+    finally:
+        for tmp, _name in temps:
+            try:
+                os.unlink(tmp, dir_fd=fd)
+            except OSError:
+                pass
+        os.close(fd)
+    return [os.path.join(out_dir, name) for name in files]

@@ -1,0 +1,144 @@
+"""Issue 25 item 7: reports are private (0700/0600), written whole and never through a planted symlink
+(module_utils/private_files.py); control and bidi characters from a record are neutralised in HTML and in the
+callback's terminal lines; a malformed record is a one-line error with exit 2 and no report (bin/sglang-report)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.llmops.sglang.plugins.module_utils import private_files, sglang_report
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import esc, neutral
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "bin" / "sglang-report"
+RECORD = {"host": "gpu1", "milestones": {}, "flags": {}}
+
+
+def _mode(path):
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def _run(*args, cwd):
+    return subprocess.run(
+        [sys.executable, str(REPORT), *map(str, args)], cwd=cwd, capture_output=True, text=True, check=False
+    )
+
+
+def test_a_report_is_a_0700_directory_of_0600_files(tmp_path):
+    out = tmp_path / "r"
+    sglang_report.write_report({"hosts": []}, "<html></html>", str(out))
+    assert _mode(out) == 0o700
+    assert {p.name: _mode(p) for p in out.iterdir()} == {"report.json": 0o600, "index.html": 0o600}
+
+
+def test_an_existing_world_readable_output_directory_is_made_private(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir(mode=0o755)
+    os.chmod(out, 0o755)
+    sglang_report.write_report({}, "x", str(out))
+    assert _mode(out) == 0o700
+
+
+def test_a_symlink_planted_at_a_report_file_is_replaced_not_followed(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (out / "index.html").symlink_to(victim)
+    sglang_report.write_report({}, "<p>report</p>", str(out))
+    assert victim.read_text() == "keep"
+    assert not (out / "index.html").is_symlink() and (out / "index.html").read_text() == "<p>report</p>"
+
+
+def test_a_symlink_planted_at_the_temporary_name_is_not_followed(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    # our own leftover name: it is unlinked (never opened) before the O_EXCL|O_NOFOLLOW create
+    (out / f".report.json.{os.getpid()}.tmp").symlink_to(victim)
+    sglang_report.write_report({}, "x", str(out))
+    assert victim.read_text() == "keep"
+
+
+def test_a_symlink_planted_in_place_of_the_report_directory_is_refused(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "r").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(OSError):
+        sglang_report.write_report({}, "x", str(tmp_path / "r"))
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_failed_write_leaves_no_half_written_report(tmp_path):
+    out = tmp_path / "r"
+    # the second file fails while being written (a lone surrogate cannot be encoded): the first is not renamed into
+    # place either, and both temporary files are gone
+    with pytest.raises(UnicodeEncodeError):
+        private_files.write_private_files(str(out), {"report.json": "{}", "index.html": "\ud800"})
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "char",
+    [
+        "\u202a",
+        "\u202b",
+        "\u202c",
+        "\u202d",
+        "\u202e",
+        "\u2066",
+        "\u2067",
+        "\u2068",
+        "\u2069",
+        "\u200f",
+        "\x1b",
+        "\x9b",
+    ],
+    ids=["LRE", "RLE", "PDF", "LRO", "RLO", "LRI", "RLI", "FSI", "PDI", "RLM", "ESC", "CSI_C1"],
+)
+def test_a_bidi_or_terminal_control_character_is_shown_escaped_in_html_and_text(char):
+    assert char not in esc("model" + char + "txt.exe")
+    assert char not in neutral("line" + char)
+
+
+def test_a_bidi_override_in_a_record_never_reaches_the_written_page(tmp_path):
+    rec = tmp_path / "gpu1.json"
+    rec.write_text(json.dumps(dict(RECORD, host="gpu1\u202eexe.txt")))
+    run = _run(rec, "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "\u202e" not in page and "\\u202e" in page
+
+
+MALFORMED = {
+    "milestones_is_a_number": {"milestones": 5, "flags": []},
+    "flags_is_a_string": {"milestones": [], "flags": "x", "host": "h"},
+    "saved_report_host_is_a_number": {"schema": sglang_report.SCHEMA, "hosts": [5]},
+    "model_is_a_number": {"milestones": {"a": "b"}, "model": 3},
+}
+
+
+@pytest.mark.parametrize("doc", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_record_is_one_line_exit_2_and_no_report(tmp_path, doc):
+    rec = tmp_path / "bad.json"
+    rec.write_text(json.dumps(doc))
+    run = _run(rec, "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert "bad.json" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_deployment_record_on_the_host_is_written_0600_without_following_a_symlink():
+    tasks = yaml.safe_load((ROOT / "roles" / "server" / "tasks" / "record.yml").read_text())
+    write = next(t for t in tasks if t.get("name") == "Write the deployment record on the host")["ansible.builtin.copy"]
+    assert write["mode"] == "0600" and write["follow"] is False

@@ -1,0 +1,119 @@
+"""The server role refuses to (re)start SGLang on a model snapshot that is unfinished or not the commit the model stage
+recorded: the check task of roles/server/tasks/validate.yml (before the unit changes), its vars rendered with Ansible's
+own templating exactly as the task holds them; each case is named after the directory it refuses or accepts."""
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from events import GUARD
+
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "server"
+TASKS = yaml.safe_load((ROLE / "tasks" / "validate.yml").read_text())
+CHECK = next(t for t in TASKS if t["name"].startswith("Stop when the model snapshot is unfinished"))
+COMMIT = "e" * 40
+
+
+def problem(marker=None, partial=False, model_commit=None, raw=None):
+    slurp = {"failed": True, "msg": "file not found"}
+    if marker is not None or raw is not None:
+        slurp = {"content": base64.b64encode((raw or json.dumps(marker)).encode()).decode(), "encoding": "base64"}
+    variables = {
+        "inventory_hostname": "gpu1",
+        "llmops_model_dir": "/opt/models/m",
+        "server_snapshot_marker": slurp,
+        "server_snapshot_partial": {"stat": {"exists": partial}},
+    }
+    if model_commit is not None:
+        variables["model_commit"] = model_commit
+    variables.update({k: trust_as_template(v) for k, v in CHECK["vars"].items()})
+    templar = Templar(loader=DataLoader(), variables=variables)
+    out = templar.template(trust_as_template(CHECK["vars"]["server_snapshot_problem"]))
+    refused = templar.evaluate_conditional(trust_as_template(CHECK["when"]))
+    assert refused == (out != "ok")
+    return "" if out == "ok" else out
+
+
+def test_snapshot_with_an_unfinished_download_is_refused():
+    msg = problem(marker={"commit": COMMIT}, partial=True, model_commit=COMMIT)
+    assert "found an unfinished download (/opt/models/m/.llmops-partial)" in msg and "\n" not in msg
+
+
+def test_snapshot_without_its_marker_is_refused_when_the_model_stage_recorded_a_commit():
+    msg = problem(model_commit=COMMIT)
+    assert "found no marker" in msg and COMMIT in msg and "\n" not in msg
+
+
+def test_marker_without_a_commit_is_refused():
+    assert "to name a commit; found none" in problem(marker={"repo_id": "o/m"})
+
+
+def test_marker_that_is_not_an_object_is_refused():
+    assert "to name a commit; found none" in problem(raw="[1, 2]")
+
+
+def test_snapshot_of_another_commit_is_refused():
+    msg = problem(marker={"commit": "f" * 40}, model_commit=COMMIT)
+    assert f"Expected the model at commit {COMMIT}" in msg and "found commit " + "f" * 40 in msg
+
+
+def test_complete_snapshot_of_the_recorded_commit_starts():
+    assert problem(marker={"commit": COMMIT}, model_commit=COMMIT) == ""
+
+
+def test_complete_snapshot_without_a_model_stage_in_this_run_starts():
+    assert problem(marker={"commit": COMMIT}) == ""
+
+
+def test_a_users_own_model_directory_without_our_marker_starts():
+    assert problem() == ""
+
+
+def test_the_check_runs_in_validate_before_anything_changes():
+    i = TASKS.index(CHECK)
+    assert CHECK["ansible.builtin.fail"]["msg"] == "{{ server_snapshot_problem }}"
+    read_only = {"set_fact", "fail", "stat", "getent", "slurp", "assert"}
+    before = TASKS[: i + 1]
+    # The GPUs are found by preflight's discovery (gpu_facts, once per run; roles/preflight/tasks/discover.yml), the
+    # only include before the check.
+    includes = [t["ansible.builtin.include_role"] for t in before if "ansible.builtin.include_role" in t]
+    assert includes == [{"name": "llmops.sglang.preflight", "tasks_from": "discover"}]
+    modules = {k.rsplit(".", 1)[-1] for t in before for k in t if k.startswith(("ansible.builtin.", "llmops."))}
+    assert modules - {"gpu_facts", "include_role"} <= read_only, modules  # nothing before the check changes the host
+
+
+@pytest.mark.parametrize(
+    ("case", "refused"),
+    [("complete", False), ("own-model", False), ("unfinished", True), ("other-commit", True)],
+)
+def test_the_check_tasks_run_by_ansible_refuse_only_what_they_should(tmp_path, case, refused):
+    """The three tasks as ansible-playbook runs them (connection local): an empty result must not read as a refusal
+    (ansible-core 2.19 turns an empty template result into None, and None | trim is the string 'None')."""
+    i = TASKS.index(CHECK)
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": TASKS[i - 2 : i + 1]}]))
+    model = tmp_path / "model"
+    model.mkdir()
+    extra = {"llmops_model_dir": str(model), "ansible_python_interpreter": sys.executable}
+    if case != "own-model":
+        (model / ".llmops-snapshot.json").write_text(json.dumps({"commit": COMMIT}))
+        extra["model_commit"] = "f" * 40 if case == "other-commit" else COMMIT
+    if case == "unfinished":
+        (model / ".llmops-partial").mkdir()
+    bin_dir = Path(sys.executable).parent
+    r = subprocess.run(
+        [str(bin_dir / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps(extra), str(play)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=GUARD,
+    )
+    assert (r.returncode != 0) == refused, r.stdout[-3000:]
+    if refused:
+        assert "nothing was changed. Expected" in r.stdout and "Traceback" not in r.stdout + r.stderr
