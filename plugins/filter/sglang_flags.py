@@ -17,12 +17,17 @@ def _version(version):
     return v or "main"
 
 
+def _per_release(name, func, version, *args):
+    """func(release, *args) with sglang_flags' FlagError turned into the filter's one-line error."""
+    try:
+        return func(_version(version), *args)
+    except sglang_flags.FlagError as exc:
+        raise AnsibleFilterError("%s: %s" % (name, exc)) from None
+
+
 def sglang_release_layout(version):
     """sglang_flags.layout(): SM120 fix file, compiled extensions and server flags of the release ``version``."""
-    try:
-        return sglang_flags.layout(_version(version))
-    except sglang_flags.FlagError as exc:
-        raise AnsibleFilterError("sglang_release_layout: %s" % exc) from None
+    return _per_release("sglang_release_layout", sglang_flags.layout, version)
 
 
 def sglang_server_argv(values, version):
@@ -32,18 +37,12 @@ def sglang_server_argv(values, version):
             "sglang_server_argv: expected a dict of options such as {'model_path': ..., 'tp_size': 8}; found %s"
             % type(values).__name__
         )
-    try:
-        return sglang_flags.server_argv(_version(version), values)
-    except sglang_flags.FlagError as exc:
-        raise AnsibleFilterError("sglang_server_argv: %s" % exc) from None
+    return _per_release("sglang_server_argv", sglang_flags.server_argv, version, values)
 
 
 def sglang_own_flags(version):
     """{flag: option} of every spelling that sets one of the collection's own options in the release ``version``."""
-    try:
-        return sglang_flags.own_flags(_version(version))
-    except sglang_flags.FlagError as exc:
-        raise AnsibleFilterError("sglang_own_flags: %s" % exc) from None
+    return _per_release("sglang_own_flags", sglang_flags.own_flags, version)
 
 
 def sglang_guarded_args(args, own):

@@ -6,8 +6,7 @@ sim/mirrors/sglang_releases.py); the newest from its PyPI wheel (newer releases 
 through roles/sglang/files/sm120_smem_probe.py -- the same script the role runs on a builder -- with the Triton that
 torch pins (cache.triton_python), for GPUTarget("cuda", 120, 32).
 
-Where each release keeps the kernel is the probe's KERNEL_FILES (one place until plugins/module_utils/sglang_flags.py
-owns it).
+Where each release keeps the kernel comes from plugins/module_utils/sglang_flags.py (sm120_fix), as in the role.
 """
 
 from __future__ import annotations
@@ -25,6 +24,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "sim" / "mirrors"))
 import sglang_releases  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+import sglang_flags  # noqa: E402
 
 from . import cache  # noqa: E402
 
@@ -72,16 +74,21 @@ def _patched(sdist: Path, dest: Path) -> Path:
     return dest / "python"
 
 
+def kernel_file(release: str) -> str:
+    """The extend-attention kernel's file in ``release``'s tree (``python/...``), from sglang_flags."""
+    return sglang_flags.sm120_fix(release)["path"]
+
+
 def trees() -> list:
-    """[(label, python/ tree)] for the four SGLang trees, fetched and unpacked once."""
+    """[(label, release, python/ tree)] for the four SGLang trees, fetched and unpacked once."""
     sdists = sglang_releases.ensure(("0.5.8", "0.5.9"))
     newest, whl = newest_wheel()
     base = cache.CACHE / "sglang-trees"
     return [
-        ("0.5.8", _tree_from_sdist(sdists["0.5.8"], base / "0.5.8")),
-        ("0.5.8 + role patch", _patched(sdists["0.5.8"], base / "0.5.8-patched")),
-        ("0.5.9", _tree_from_sdist(sdists["0.5.9"], base / "0.5.9")),
-        (f"{newest} (newest)", _tree_from_wheel(whl, base / newest)),
+        ("0.5.8", "0.5.8", _tree_from_sdist(sdists["0.5.8"], base / "0.5.8")),
+        ("0.5.8 + role patch", "0.5.8", _patched(sdists["0.5.8"], base / "0.5.8-patched")),
+        ("0.5.9", "0.5.9", _tree_from_sdist(sdists["0.5.9"], base / "0.5.9")),
+        (f"{newest} (newest)", newest, _tree_from_wheel(whl, base / newest)),
     ]
 
 
@@ -90,9 +97,9 @@ def run(torch_version: str = cache.TORCH_VERSION_DEFAULT) -> dict:
     python, triton_version = cache.triton_python(torch_version)
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache.CACHE / "triton-cache"))
     out = []
-    for label, tree in trees():
+    for label, release, tree in trees():
         proc = subprocess.run(
-            [str(python), str(PROBE), "--tree", str(tree), "--torch", "standin"],
+            [str(python), str(PROBE), "--tree", str(tree), "--file", kernel_file(release), "--torch", "standin"],
             capture_output=True,
             text=True,
             timeout=1800,

@@ -198,11 +198,22 @@ def run() -> dict:
 
     probe_env = dict(os.environ, TRITON_CACHE_DIR=str(cache.CACHE / "triton-cache"), PYTHONWARNINGS="ignore")
     sm120_real = {}
-    for label, tree in sm120.trees()[:3]:
+    for label, release, tree in sm120.trees()[:3]:
         rows = {}
         for mode, py in (("real", new_env["python"]), ("standin", str(cache.triton_python()[0]))):
             proc = subprocess.run(
-                [py, str(sm120.PROBE), "--tree", str(tree), "--torch", mode, "--capability", "120"],
+                [
+                    py,
+                    str(sm120.PROBE),
+                    "--tree",
+                    str(tree),
+                    "--file",
+                    sm120.kernel_file(release),
+                    "--torch",
+                    mode,
+                    "--capability",
+                    "120",
+                ],
                 capture_output=True,
                 text=True,
                 check=False,

@@ -89,7 +89,17 @@ def test_newest_release_keeps_the_kernel_where_the_probe_looks(sm120_result):
 
 def test_probe_says_in_one_line_when_the_tree_has_no_kernel(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(PROBE), "--tree", str(tmp_path)], capture_output=True, text=True, check=False
+        [
+            sys.executable,
+            str(PROBE),
+            "--tree",
+            str(tmp_path),
+            "--file",
+            "python/sglang/kernels/ops/attention/extend_attention.py",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "expected SGLang's extend_attention.py" in proc.stderr

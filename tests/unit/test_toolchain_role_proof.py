@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def trees():
-    return {label.split(" (")[0]: tree for label, tree in sm120.trees()}
+    return {label.split(" (")[0]: tree for label, _release, tree in sm120.trees()}
 
 
 def play(tmp_path, python, tree):

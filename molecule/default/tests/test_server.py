@@ -60,7 +60,11 @@ def test_token_file_is_root_only_and_the_only_place_with_the_token(host):
 def test_unit_keeps_secrets_out_and_cuda_in(host):
     unit = host.file("/etc/systemd/system/sglang.service").content_string
     assert f"EnvironmentFile=-{ENV_FILE}" in unit
-    assert "--api-key" not in unit and "HF_TOKEN=" not in unit
+    # No key on the command line: the launcher reads SGLANG_API_KEY from the EnvironmentFile and passes it as the
+    # release's flag, whose name (not the key) the unit carries in LLMOPS_API_KEY_FLAG.
+    exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart")]
+    assert exec_start and not any("--api-key" in line or "--admin-api-key" in line for line in exec_start)
+    assert "SGLANG_API_KEY=" not in unit and "HF_TOKEN=" not in unit
     for opt in ("NoNewPrivileges=true", "ProtectSystem=full", "ProtectHome=true", "PrivateTmp=true"):
         assert opt in unit
     settings = [line for line in unit.splitlines() if not line.lstrip().startswith("#")]

@@ -5,7 +5,7 @@
 Run by the llmops.sglang.sglang role on the builder with the build virtualenv's Python (when triton imports there),
 and by the tests and `make toolchain-check` with the Triton wheel torch pins:
 
-    sm120_smem_probe.py --tree CHECKOUT/python [--file sglang/srt/.../extend_attention.py] [--capability 12.0]
+    sm120_smem_probe.py --tree CHECKOUT/python --file sglang/srt/.../extend_attention.py [--capability 12.0]
                         [--limit 101376] [--dims 64:64,128:128,...] [--dtypes float16,bfloat16]
 
 What is real: the release's own `extend_attention.py` (its `_fwd_kernel` and its `extend_attention_fwd`, which picks
@@ -35,11 +35,6 @@ import sys
 import time
 import types
 
-# Where the extend-attention kernel lives, newest layout first (0.5.16 moved it). Relative to the `python/` tree.
-KERNEL_FILES = (
-    "sglang/kernels/ops/attention/extend_attention.py",
-    "sglang/srt/layers/attention/triton_ops/extend_attention.py",
-)
 SM120_SMEM_PER_BLOCK = 101376
 # (Lq, Lv): MHA/GQA head sizes 64, 128, 256 (Llama, Qwen, Gemma), MLA prefill 192/128 and MLA absorbed 576/512
 # (DeepSeek-V3, GLM-5: kv_lora_rank 512 + rope 64).
@@ -219,11 +214,11 @@ class _FakeTensor:
 
 
 def _kernel_file(tree, rel):
-    for cand in [rel] if rel else list(KERNEL_FILES):
-        path = cand.removeprefix("python/")
-        if os.path.isfile(os.path.join(tree, path)):
-            return path
-    raise ProbeError(f"expected SGLang's extend_attention.py under {tree} ({' or '.join(KERNEL_FILES)}), found none")
+    # Where a release keeps the kernel is plugins/module_utils/sglang_flags.py's (sm120_fix); callers pass it.
+    path = rel.removeprefix("python/")
+    if path and os.path.isfile(os.path.join(tree, path)):
+        return path
+    raise ProbeError(f"expected SGLang's extend_attention.py under {tree} at {path or '(no --file given)'}, found none")
 
 
 def _launches(mod, torch, dims, dtypes):
@@ -359,7 +354,7 @@ def _dims(text):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tree", required=True, help="the release's python/ directory (or an unpacked wheel)")
-    p.add_argument("--file", default="", help="the kernel file relative to --tree (default: where releases keep it)")
+    p.add_argument("--file", required=True, help="the kernel file relative to --tree (sglang_flags' sm120_fix path)")
     p.add_argument("--capability", default="12.0")
     p.add_argument("--limit", type=int, default=SM120_SMEM_PER_BLOCK)
     p.add_argument("--dims", default=",".join(f"{a}:{b}" for a, b in DEFAULT_DIMS))
