@@ -5,9 +5,12 @@
   scripts/role-docs.py --check   exit 1 if a README block is stale or a default in defaults/main.yml differs
                                  from its argument spec (one source of truth: the spec)
 
-The generated block sits between the BEGIN/END markers; text outside them is written by hand.
+The generated block sits between the BEGIN/END markers; text outside them is written by hand. Options that cross
+roles (scripts/role_reads.py: "Read from role X." in the reader's spec, "Published by this role at run time." for
+what a role sets for others) are rendered in a second table and carry no default of their own: the owner's applies.
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -22,13 +25,31 @@ def cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+READ_FROM = re.compile(r"^Read from role ([a-z0-9_]+)\.$")
+PUBLISHED = "Published by this role at run time."
+
+
+def lines_of(opt):
+    desc = opt.get("description", "")
+    return [str(d).strip() for d in (desc if isinstance(desc, list) else [desc])]
+
+
+def crossing(opt):
+    """The role this option is read from, 'published' for a fact the role sets for others, or None (an input)."""
+    for line in lines_of(opt):
+        m = READ_FROM.match(line)
+        if m:
+            return m.group(1)
+    return "published" if PUBLISHED in lines_of(opt) else None
+
+
 def render(spec):
     main = spec["argument_specs"]["main"]
+    own = [(n, o) for n, o in main.get("options", {}).items() if crossing(o) is None]
+    other = [(n, o) for n, o in main.get("options", {}).items() if crossing(o) is not None]
     lines = [BEGIN, "", "| Variable | Type | Default | Description |", "|---|---|---|---|"]
-    for name, opt in main.get("options", {}).items():
-        desc = opt.get("description", "")
-        if isinstance(desc, list):
-            desc = " ".join(desc)
+    for name, opt in own:
+        desc = " ".join(lines_of(opt))
         if opt.get("choices"):
             desc += " Choices: " + ", ".join(f"`{c}`" for c in opt["choices"]) + "."
         if opt.get("required"):
@@ -37,6 +58,14 @@ def render(spec):
             dumped = yaml.safe_dump(opt.get("default"), default_flow_style=True).strip()
             default = f"`{dumped.removesuffix('...').strip()}`"
         lines.append(f"| `{name}` | {opt.get('type', 'str')} | {cell(default)} | {cell(desc)} |")
+    if other:
+        lines += ["", "Across roles (`scripts/role_reads.py` checks these against the code):", ""]
+        lines += ["| Variable | Type | From | Description |", "|---|---|---|---|"]
+        for name, opt in other:
+            source = crossing(opt)
+            origin = "set by this role" if source == "published" else f"role `{source}`"
+            desc = " ".join(x for x in lines_of(opt) if not READ_FROM.match(x) and x != PUBLISHED)
+            lines.append(f"| `{name}` | {opt.get('type', 'str')} | {origin} | {cell(desc)} |")
     lines += ["", END]
     return "\n".join(lines)
 
@@ -48,6 +77,9 @@ def main(check):
         options = spec["argument_specs"]["main"].get("options", {})
         defaults_file = role / "defaults/main.yml"
         defaults = yaml.safe_load(defaults_file.read_text()) or {} if defaults_file.exists() else {}
+        derived = {}
+        for f in sorted((role / "vars").glob("*.yml")) if (role / "vars").is_dir() else []:
+            derived.update(yaml.safe_load(f.read_text()) or {})
         for name, value in defaults.items():
             if name not in options:
                 problems.append(f"{role.name}: {name} is in defaults/main.yml but not in meta/argument_specs.yml")
@@ -57,7 +89,11 @@ def main(check):
                     f"argument_specs {options[name]['default']!r}"
                 )
         for name, opt in options.items():
-            if not opt.get("required") and name not in defaults:
+            if crossing(opt) is not None:
+                if "default" in opt:
+                    problems.append(f"{role.name}: {name} crosses roles and must not repeat a default in the spec")
+                continue
+            if not opt.get("required") and name not in defaults and name not in derived:
                 problems.append(f"{role.name}: {name} is optional in the spec but has no value in defaults/main.yml")
         readme = role / "README.md"
         text = readme.read_text() if readme.exists() else f"# Role {role.name}\n\n## Variables\n\n{BEGIN}\n{END}\n"

@@ -15,13 +15,16 @@ from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags
 ROOT = Path(__file__).resolve().parents[1]
 ROLE = ROOT / "roles" / "server"
 CHECKS = (ROLE / "templates" / "checks.json.j2").read_text()
-DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+# The role's defaults over the shared ones (roles/llmops_defaults, a dependency of every role), as Ansible merges them.
+SHARED = yaml.safe_load((ROLE.parent / "llmops_defaults" / "defaults" / "main.yml").read_text())
+DEFAULTS = {**SHARED, **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())}
 
 
 def problems(**overrides):
     """The problem sentences for the role defaults with ``overrides``. server_own_flags and server_extra_args_guarded
     are set as roles/server/vars/main.yml sets them (the same functions of plugins/module_utils/sglang_flags.py)."""
-    variables = {"model_dir": "/opt/models/GLM-5-NVFP4", "model_repo_id": "zai-org/GLM-5-NVFP4", **DEFAULTS}
+    variables = {**DEFAULTS, "llmops_model_dir": "/opt/models/GLM-5-NVFP4"}
+    variables["llmops_model_repo_id"] = "zai-org/GLM-5-NVFP4"
     variables["server_own_flags"] = sglang_flags.own_flags("main")
     variables.update(overrides)
     variables["server_extra_args_guarded"] = sglang_flags.guarded_args(

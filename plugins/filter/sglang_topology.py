@@ -15,9 +15,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology impo
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import roll_batches as _roll_batches
 
 
-def fleet_topology(hosts, hostvars, defaults=None, on_error="raise"):
+def fleet_topology(hosts, hostvars, defaults=None, on_error="raise", gpus=None):
     try:
-        return _fleet_topology(hosts, hostvars, defaults)
+        return _fleet_topology(hosts, hostvars, defaults, gpus)
     except TopologyError as exc:
         if on_error == "return":  # a role's input check reports it as its own one-line refusal
             return {"error": str(exc), "hosts": {}, "replicas": []}

@@ -6,10 +6,11 @@
 One home for the rules (issue 25, item 6); the roles call them through the filter ``llmops.sglang.inventory_problems``
 (roles/preflight/tasks/inventory.yml) and the topology (module_utils/sglang_topology.py):
 
-* an address (``ansible_host``, ``server_host``, ``router_host``) parses as an IP address or as a DNS host name
-  (labels of letters, digits, ``_`` and ``-``, at most 253 characters): a value with a newline would add lines such
-  as an ``ExecStartPre=`` (run as root) to a unit or an environment file;
-* a name (``server_replica``, ...) is ``[A-Za-z0-9._-]``, starting with a letter or digit;
+* an address (``ansible_host``, ``llmops_server_host``, ``llmops_router_host``, ``llmops_router_prometheus_host``)
+  parses as an IP address or as a DNS host name (labels of letters, digits, ``_`` and ``-``, at most 253
+  characters): a value with a newline would add lines such as an ``ExecStartPre=`` (run as root) to a unit or an
+  environment file;
+* a name (``llmops_replica``, ...) is ``[A-Za-z0-9._-]``, starting with a letter or digit;
 * any other text has no whitespace or control character (C0, DEL, C1, and the bidi/format controls).
 
 Every check returns one sentence (expected, found, what to do) or None; the value is shown with its control
@@ -32,8 +33,8 @@ CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-
 WHITESPACE_OR_CONTROL = re.compile(r"\s|" + CONTROL.pattern)
 
 # What each inventory variable is, for inventory_problems(): the variables that reach units, env files or argv.
-ADDRESS_VARS = ("ansible_host", "server_host", "router_host")
-NAME_VARS = ("server_replica",)
+ADDRESS_VARS = ("ansible_host", "llmops_server_host", "llmops_router_host", "llmops_router_prometheus_host")
+NAME_VARS = ("llmops_replica",)
 
 
 def shown(value):

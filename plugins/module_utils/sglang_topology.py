@@ -2,17 +2,21 @@
 # Apache License 2.0 (see LICENSE)
 """The fleet's shape: which hosts form one SGLang server (a replica), each host's node rank, the head's address.
 
-The one owner of this arithmetic (the filter plugin llmops.sglang.fleet_topology, the server role and the router
-role read it from here). Inputs are inventory variables only, so it runs on the controller before any host changes:
+The one owner of this arithmetic (the filter plugin llmops.sglang.fleet_topology; the shared role llmops_defaults
+publishes the fleet as ``llmops_fleet``, the server role adds each host's GPUs). Inputs are inventory variables
+(HOST_VARIABLES; their defaults come from the caller, which has them from llmops_defaults) and, optionally, the GPUs
+each host gives its replica, so it runs on the controller before any host changes:
 
-* ``server_replica`` (default: the host's inventory name): hosts with the same value form ONE replica, one SGLang
+* ``llmops_replica`` (default: the host's inventory name): hosts with the same value form ONE replica, one SGLang
   server tensor-parallel across them (``--nnodes`` = their count).
-* ``server_tp`` (default 1): GPUs this host gives the replica; all hosts of a replica must agree, and
-  ``--tp-size`` = ``server_tp`` x ``nnodes`` (SGLang splits tp_size evenly over the nodes).
+* ``gpus`` (given by the caller, e.g. the server role's resolved ``server_tp``): GPUs each host gives the replica;
+  all hosts of a replica must agree, and ``--tp-size`` = GPUs x ``nnodes`` (SGLang splits tp_size evenly over the
+  nodes). Without them (the router, the restart plan) the tensor-parallel fields are None.
 * node rank = the host's position among its replica's hosts in the order of the hosts given (``groups['gpu_servers']``
   order, stable across runs); rank 0 is the head.
-* ``--dist-init-addr`` = the head's ``ansible_host`` (else its inventory name) and ``server_dist_init_port``; only the
-  head serves HTTP, at ``server_port``: ``url`` is ``http://<head address>:<server_port>``, the address a router uses.
+* ``--dist-init-addr`` = the head's ``ansible_host`` (else its inventory name) and ``llmops_dist_init_port``; only
+  the head serves HTTP, at ``llmops_server_port``: ``url`` is ``http://<head address>:<llmops_server_port>``, the
+  address a router uses.
 
 Inconsistent input raises TopologyError with one line: what was expected, what was found, what to do.
 """
@@ -25,9 +29,10 @@ import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values
 
-# The server role's defaults for the variables read here (roles/server/meta/argument_specs.yml owns them; a unit
-# test keeps these equal). Role defaults are not host variables, so the controller-side arithmetic needs them.
-DEFAULTS = {"server_port": 30000, "server_dist_init_port": 20000, "server_tp": 1}
+# The host variables read here (scripts/role_reads.py counts a call of the filter as a read of each). Role defaults
+# are not host variables: the caller passes the ports' defaults (llmops_defaults owns them).
+HOST_VARIABLES = ("llmops_replica", "llmops_server_port", "llmops_dist_init_port")
+DEFAULTED = ("llmops_server_port", "llmops_dist_init_port")
 
 REPLICA_NAME = inventory_values.NAME  # full match: "$" would also accept a name ending in a newline
 
@@ -73,25 +78,41 @@ def _url_host(address):
     return "[" + address + "]" if ":" in address else address
 
 
-def host_settings(host, hostvars, defaults=None):
-    """The validated topology inputs of one host (replica, address, GPUs, ports)."""
-    defaults = dict(DEFAULTS, **(defaults or {}))
-    replica = _get(hostvars, host, "server_replica", host)
+def host_settings(host, hostvars, defaults=None, gpus=None):
+    """The validated topology inputs of one host (replica, address, GPUs or None, ports)."""
+    defaults = defaults or {}
+    missing = [name for name in DEFAULTED if defaults.get(name) is None]
+    if missing:
+        raise TopologyError(
+            "fleet topology: expected the defaults of {0} (from llmops_defaults); found none. Apply the filter as "
+            "groups['gpu_servers'] | llmops.sglang.fleet_topology(hostvars, "
+            "{{'llmops_server_port': llmops_server_port, 'llmops_dist_init_port': llmops_dist_init_port}}).".format(
+                ", ".join(missing)
+            )
+        )
+    replica = _get(hostvars, host, "llmops_replica", host)
     if not isinstance(replica, str) or not REPLICA_NAME.fullmatch(replica):
         raise TopologyError(
-            "fleet topology: expected server_replica of {host} to be a name of letters, digits, '.', '_' or '-' "
-            "(at most 63, starting with a letter or digit); found {value!r}. Set server_replica to such a name "
+            "fleet topology: expected llmops_replica of {host} to be a name of letters, digits, '.', '_' or '-' "
+            "(at most 63, starting with a letter or digit); found {value!r}. Set llmops_replica to such a name "
             "(the same on every host of one replica).".format(host=host, value=replica)
         )
+    count = (gpus or {}).get(host)
     return {
         "replica": replica,
         "address": _address(hostvars, host),
-        "gpus": _int(host, "server_tp", _get(hostvars, host, "server_tp", defaults["server_tp"]), 1, 1024),
-        "port": _int(host, "server_port", _get(hostvars, host, "server_port", defaults["server_port"]), 1, 65535),
+        "gpus": None if count is None else _int(host, "server_tp", count, 1, 1024),
+        "port": _int(
+            host,
+            "llmops_server_port",
+            _get(hostvars, host, "llmops_server_port", defaults["llmops_server_port"]),
+            1,
+            65535,
+        ),
         "dist_port": _int(
             host,
-            "server_dist_init_port",
-            _get(hostvars, host, "server_dist_init_port", defaults["server_dist_init_port"]),
+            "llmops_dist_init_port",
+            _get(hostvars, host, "llmops_dist_init_port", defaults["llmops_dist_init_port"]),
             1,
             65535,
         ),
@@ -100,7 +121,7 @@ def host_settings(host, hostvars, defaults=None):
 
 def _agree(replica, hosts, settings, key, variable_what):
     variable, what = variable_what
-    values = {h: settings[h][key] for h in hosts}
+    values = {h: settings[h][key] for h in hosts if settings[h][key] is not None}
     if len(set(values.values())) > 1:
         found = ", ".join("{0}={1}".format(h, v) for h, v in values.items())
         raise TopologyError(
@@ -111,9 +132,11 @@ def _agree(replica, hosts, settings, key, variable_what):
         )
 
 
-def fleet_topology(hosts, hostvars, defaults=None):
+def fleet_topology(hosts, hostvars, defaults=None, gpus=None):
     """Group ``hosts`` (inventory order) into replicas.
 
+    ``defaults``: the values of HOST_VARIABLES for a host that does not set them (the ports are required);
+    ``gpus``: {host: GPUs the host gives its replica} for the hosts whose count is known (others: None).
     Returns ``{"hosts": {HOST: {...}}, "replicas": [{...}]}`` (see the module docstring); replicas are listed in the
     order of their first host.
     """
@@ -136,7 +159,11 @@ def fleet_topology(hosts, hostvars, defaults=None):
                 "fleet topology: expected every host of the list in hostvars; found no variables for {0}. Pass the "
                 "play's hostvars: groups['gpu_servers'] | llmops.sglang.fleet_topology(hostvars).".format(host)
             )
-    settings = dict((host, host_settings(host, hostvars, defaults)) for host in hosts)
+    if gpus is not None and not isinstance(gpus, dict):
+        raise TopologyError(
+            "fleet topology: expected gpus to be a mapping of host to GPUs per node; found {0!r}.".format(gpus)
+        )
+    settings = dict((host, host_settings(host, hostvars, defaults, gpus)) for host in hosts)
 
     members = {}
     order = []
@@ -152,8 +179,14 @@ def fleet_topology(hosts, hostvars, defaults=None):
     for name in order:
         group = members[name]
         _agree(name, group, settings, "gpus", ("server_tp", "the GPUs each node gives the replica"))
-        _agree(name, group, settings, "port", ("server_port", "only the head serves it, a router reaches every head"))
-        _agree(name, group, settings, "dist_port", ("server_dist_init_port", "the head's rendezvous port"))
+        _agree(
+            name,
+            group,
+            settings,
+            "port",
+            ("llmops_server_port", "only the head serves it, a router reaches every head"),
+        )
+        _agree(name, group, settings, "dist_port", ("llmops_dist_init_port", "the head's rendezvous port"))
         head = group[0]
         head_set = settings[head]
         if len(group) > 1:
@@ -168,8 +201,8 @@ def fleet_topology(hosts, hostvars, defaults=None):
                     )
             if head_set["dist_port"] == head_set["port"]:
                 raise TopologyError(
-                    "fleet topology: expected server_dist_init_port of replica {0} to differ from server_port; found "
-                    "both {1}. Set server_dist_init_port to a free port other than the HTTP port.".format(
+                    "fleet topology: expected llmops_dist_init_port of replica {0} to differ from llmops_server_port; "
+                    "found both {1}. Set llmops_dist_init_port to a free port other than the HTTP port.".format(
                         name, head_set["port"]
                     )
                 )
@@ -177,7 +210,7 @@ def fleet_topology(hosts, hostvars, defaults=None):
         if endpoint in endpoints:
             raise TopologyError(
                 "fleet topology: expected each replica's head at its own address and port; found replicas {0} and {1} "
-                "both at {2}:{3}. Give them different ansible_host or server_port.".format(
+                "both at {2}:{3}. Give them different ansible_host or llmops_server_port.".format(
                     endpoints[endpoint], name, head_set["address"], head_set["port"]
                 )
             )
@@ -185,7 +218,10 @@ def fleet_topology(hosts, hostvars, defaults=None):
         nnodes = len(group)
         url = "http://{0}:{1}".format(_url_host(head_set["address"]), head_set["port"])
         dist_init_addr = "{0}:{1}".format(_url_host(head_set["address"]), head_set["dist_port"])
-        tp_size = head_set["gpus"] * nnodes
+        per_node = head_set["gpus"]
+        if per_node is None:  # a host of the replica whose GPUs are known gives them (all agree, checked above)
+            per_node = next((settings[h]["gpus"] for h in group if settings[h]["gpus"] is not None), None)
+        tp_size = None if per_node is None else per_node * nnodes
         for rank, host in enumerate(group):
             result["hosts"][host] = {
                 "replica": name,
@@ -195,8 +231,8 @@ def fleet_topology(hosts, hostvars, defaults=None):
                 "dist_init_addr": dist_init_addr,
                 "url": url,
                 "tp_size": tp_size,
-                "gpus_per_node": head_set["gpus"],
-                "first_rank": rank * head_set["gpus"],
+                "gpus_per_node": per_node,
+                "first_rank": None if per_node is None else rank * per_node,
                 "hosts": list(group),
             }
         result["replicas"].append(

@@ -125,11 +125,11 @@ def role_tasks(venv: Path, cuda: str, sm="sm_120", name=RTX) -> dict:
             "vars": {
                 "ansible_connection": "local",
                 "ansible_python_interpreter": sys.executable,
-                "python_env_venv": str(venv),
+                "llmops_venv": str(venv),
                 "python_env_cuda_resolved": cuda,
                 "python_env_torch_version": "unused",
                 "python_env_torch_variant_resolved": "unused",
-                "python_env_gpu": {"gpus": [{"sm": sm, "name": name}], "sm_list": [sm]},
+                "preflight_gpu": {"gpus": [{"sm": sm, "name": name}], "sm_list": [sm]},
             },
         }
     ]

@@ -35,33 +35,35 @@ pytestmark = pytest.mark.node
 
 N = f"{NAME}: nothing was changed. "
 # What the later rows need to get past the earlier checks: an account, a Python and the stand-in for a model.
-ROOT_USER = {"server_user": "root", "server_group": "root"}
-HAS_PYTHON = {**ROOT_USER, "server_python": "/usr/bin/python3"}
+ROOT_USER = {"llmops_service_user": "root", "llmops_service_group": "root"}
+# (server_venv_python is the role's internal name for llmops_venv's bin/python: an extra var reaches it, the node's
+# own python3 stands in for the venv's)
+HAS_PYTHON = {**ROOT_USER, "server_venv_python": "/usr/bin/python3"}
 
 # (case, playbook, -e variables, hide the GPUs, the exact message of the failed task)
 CASES = [
     (
-        "server_port above 65535",
+        "llmops_server_port above 65535",
         SERVER,
-        {"server_port": 70000},
+        {"llmops_server_port": 70000},
         False,
-        N + "Expected server_port to be a TCP port (1-65535); found 70000. Set it to a free port such as 30000.",
+        N + "Expected llmops_server_port to be a TCP port (1-65535); found 70000. Set it to a free port such as 30000.",
     ),
     (
-        "server_replica with a space",
+        "llmops_replica with a space",
         SERVER,
-        {"server_replica": "big model"},
+        {"llmops_replica": "big model"},
         False,
-        N + "Expected server_replica of " + NAME + " to be a name of letters, digits, '.', '_' or '-' (at most 63, "
-        "starting with a letter or digit); found 'big model'. Set server_replica to such a name (the same on every "
+        N + "Expected llmops_replica of " + NAME + " to be a name of letters, digits, '.', '_' or '-' (at most 63, "
+        "starting with a letter or digit); found 'big model'. Set llmops_replica to such a name (the same on every "
         "host of one replica).",
     ),
     (
-        "server_dist_init_port above 65535",
+        "llmops_dist_init_port above 65535",
         SERVER,
-        {"server_dist_init_port": 70000},
+        {"llmops_dist_init_port": 70000},
         False,
-        N + "Expected server_dist_init_port to be a TCP port (1-65535); found 70000. Set it to a free port such as "
+        N + "Expected llmops_dist_init_port to be a TCP port (1-65535); found 70000. Set it to a free port such as "
         "20000.",
     ),
     (
@@ -73,11 +75,11 @@ CASES = [
         "found 'LD_PRELOAD'. Put other variables in server_environment.",
     ),
     (
-        "server_port zero",
+        "llmops_server_port zero",
         SERVER,
-        {"server_port": 0},
+        {"llmops_server_port": 0},
         False,
-        N + "Expected server_port >= 1; found 0. Set it to a free TCP port such as 30000.",
+        N + "Expected llmops_server_port >= 1; found 0. Set it to a free TCP port such as 30000.",
     ),
     (
         "server_tp 16 on an 8-GPU host",
@@ -149,33 +151,37 @@ CASES = [
     (
         "API key with a space",
         SERVER,
-        {"server_api_key": "sk-llmops bad-key-7Qz"},
+        {"llmops_server_api_key": "sk-llmops bad-key-7Qz"},
         False,
-        N + "Expected server_api_key without spaces; found a space or tab in it (21 characters; the value is not "
+        N
+        + "Expected llmops_server_api_key without spaces; found a space or tab in it (21 characters; the value is not "
         "shown). Remove it.",
     ),
     (
         "API key ending in a line break",
         SERVER,
-        {"server_api_key": "sk-llmops-key-7Qz9\n"},
+        {"llmops_server_api_key": "sk-llmops-key-7Qz9\n"},
         False,
-        N + "Expected server_api_key on one line; found a line break in it (19 characters; the value is not shown). "
+        N + "Expected llmops_server_api_key on one line; found a line break in it (19 characters; the value is not "
+        "shown). "
         "Remove the line break (a vault file written with echo often ends with one).",
     ),
     (
         "API key with a quote",
         SERVER,
-        {"server_api_key": 'sk-"llmops-7Qz9'},
+        {"llmops_server_api_key": 'sk-"llmops-7Qz9'},
         False,
-        N + "Expected server_api_key without quotes, backslashes, $ or `; found one of them in it (15 characters; "
+        N
+        + "Expected llmops_server_api_key without quotes, backslashes, $ or `; found one of them in it (15 characters; "
         "the value is not shown). Use letters, digits and _.~+/=:-.",
     ),
     (
         "API key too short",
         SERVER,
-        {"server_api_key": "Qz9x7"},
+        {"llmops_server_api_key": "Qz9x7"},
         False,
-        N + "Expected server_api_key of at least 8 characters (or empty for none); found 5 (the value is not shown). "
+        N + "Expected llmops_server_api_key of at least 8 characters (or empty for none); found 5 (the value is not "
+        "shown). "
         "Use a long random token, e.g. from openssl rand -hex 24.",
     ),
     (
@@ -184,15 +190,16 @@ CASES = [
         {"server_extra_args": ["--api-key", "sk-llmops-in-args-7Qz9"]},
         False,
         N + "Expected no --api-key in server_extra_args (it would be written into the unit file); found it. Set "
-        "server_api_key from ansible-vault instead: it goes only to the 0600 environment file.",
+        "llmops_server_api_key from ansible-vault instead: it goes only to the 0600 environment file.",
     ),
     (
         "port in server_extra_args",
         SERVER,
         {"server_extra_args": ["--port=8000"]},
         False,
-        N + "Expected --port to come from server_port, not server_extra_args; found it in server_extra_args. Set "
-        "server_port and remove it from server_extra_args.",
+        N
+        + "Expected --port to come from llmops_server_port, not server_extra_args; found it in server_extra_args. Set "
+        "llmops_server_port and remove it from server_extra_args.",
     ),
     (
         "hub token in server_environment",
@@ -200,7 +207,7 @@ CASES = [
         {"server_environment": {"HF_TOKEN": "hf_llmops_7Qz9"}},
         False,
         N + "Expected no secret in server_environment (it is written into the unit file); found HF_TOKEN. Use "
-        "server_api_key or the model role's model_hf_token: they go only to the 0600 environment file.",
+        "llmops_server_api_key or the model role's model_hf_token: they go only to the 0600 environment file.",
     ),
     (
         "relative log directory",
@@ -239,24 +246,24 @@ CASES = [
         SERVER,
         {},
         False,
-        N + "Expected the service account sglang (server_user); found no such user. Run the build stage first "
-        "(--tags build) or set server_user to an existing account.",
+        N + "Expected the service account sglang (llmops_service_user); found no such user. Run the build stage first "
+        "(--tags build) or set llmops_service_user to an existing account.",
     ),
     (
-        "server_python missing",
+        "SGLang's Python missing",
         SERVER,
         ROOT_USER,
         False,
-        N + "Expected SGLang's Python at /opt/sglang/venv/bin/python (server_python); found no executable there. Run "
-        "the build stage first (--tags build) or set server_python.",
+        N + "Expected SGLang's Python at /opt/sglang/venv/bin/python (in llmops_venv); found no executable there. Run "
+        "the build stage first (--tags build) or set llmops_venv.",
     ),
     (
         "model missing",
         SERVER,
-        {**HAS_PYTHON, "server_model_path": "/opt/models/not-there"},
+        {**HAS_PYTHON, "llmops_model_dir": "/opt/models/not-there"},
         False,
-        N + "Expected a model in /opt/models/not-there (server_model_path); found no config.json there. Run the model "
-        "stage first (--tags model) or set server_model_path to a model directory.",
+        N + "Expected a model in /opt/models/not-there (llmops_model_dir); found no config.json there. Run the model "
+        "stage first (--tags model) or set llmops_model_dir to a model directory.",
     ),
     (
         "server role alone on a host without GPUs",
@@ -338,7 +345,7 @@ def test_bad_input_is_refused_in_one_line_before_the_first_change(inventory, row
         assert re.fullmatch(NO_GPU_PATTERNS[playbook], messages[0].strip()), messages[0]
     else:
         assert_one_line(messages[0], message)
-    secrets = [extra.get("server_api_key"), (extra.get("server_environment") or {}).get("HF_TOKEN")]
+    secrets = [extra.get("llmops_server_api_key"), (extra.get("server_environment") or {}).get("HF_TOKEN")]
     secrets += [a for a in extra.get("server_extra_args", []) if a.startswith("sk-")]
     for secret in filter(None, secrets):
         assert secret.strip() not in run.output, f"{case}: a secret reached the output"

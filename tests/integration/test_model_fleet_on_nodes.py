@@ -134,7 +134,7 @@ def run_model(fleet, limit, extra):
         ANSIBLE_CALLBACKS_ENABLED="llmops.sglang.sglang_progress",
     )
     variables = {
-        "model_repo_id": REPO,
+        "llmops_model_repo_id": REPO,
         "model_hf_endpoint": fleet["urls"]["hf_root"],
         "model_progress_interval": 2,
         "model_download_connections": 4,
@@ -168,19 +168,19 @@ def run_model(fleet, limit, extra):
     return time.monotonic() - t0, p.stdout
 
 
-def assert_verified_copy(fleet, ip, model_dir):
+def assert_verified_copy(fleet, ip, llmops_model_dir):
     listing = {f["path"]: f for f in fleet["files"]}
     node = fleet["nodes"][ip]
-    marker = json.loads(node.sh(f"cat {model_dir}/.llmops-snapshot.json"))
+    marker = json.loads(node.sh(f"cat {llmops_model_dir}/.llmops-snapshot.json"))
     assert set(marker["files"]) == set(listing)
-    sums = node.sh(f"cd {model_dir} && sha256sum " + " ".join(sorted(listing)))
+    sums = node.sh(f"cd {llmops_model_dir} && sha256sum " + " ".join(sorted(listing)))
     for line in sums.splitlines():
         digest, path = line.split()
         f = listing[path]
         if "lfs" in f:
             assert digest == f["lfs"]["oid"], (ip, path)
         else:
-            data = node.run(f"cat {model_dir}/{path}").stdout
+            data = node.run(f"cat {llmops_model_dir}/{path}").stdout
             assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == f["oid"], (ip, path)
 
 
@@ -188,10 +188,10 @@ def test_the_hub_serves_the_model_once_for_three_hosts_and_every_host_verifies_i
     model_bytes = sum(f["size"] for f in fleet["files"])
     first = next(iter(HOSTS))
     t = time.time()
-    solo, _ = run_model(fleet, first, {"model_dir": "/opt/models/solo"})
+    solo, _ = run_model(fleet, first, {"llmops_model_dir": "/opt/models/solo"})
     assert hub_file_bytes(fleet["urls"], t) == model_bytes
     t = time.time()
-    wall, out = run_model(fleet, "all", {"model_dir": "/opt/models/fleet", "model_fleet_fanout": True})
+    wall, out = run_model(fleet, "all", {"llmops_model_dir": "/opt/models/fleet", "model_fleet_fanout": True})
     assert hub_file_bytes(fleet["urls"], t) == model_bytes  # once, not three times
     for ip in HOSTS.values():
         assert_verified_copy(fleet, ip, "/opt/models/fleet")

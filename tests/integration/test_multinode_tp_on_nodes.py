@@ -1,9 +1,9 @@
-"""One SGLang server tensor-parallel across two simulated nodes (playbooks/server.yml with server_replica).
+"""One SGLang server tensor-parallel across two simulated nodes (playbooks/server.yml with llmops_replica).
 
 Boots mn1 and mn2 (10.213.0.91-92, 8 x RTX PRO 6000 each), makes the SGLang stand-in importable there with
 tests/integration/server_prepare.yml, puts a GLM-5-like model on both and runs the server stage with both hosts in
 one replica: TP16 (TP0-7 on mn1, the head; TP8-15 on mn2), a real TCP rendezvous between the nodes at
-mn1:server_dist_init_port. Cases share the pair, in file order: the TP16 converge
+mn1:llmops_dist_init_port. Cases share the pair, in file order: the TP16 converge
 and its idempotent re-run, a capture OOM injected on node 1 (rank TP9), a node that never joins. Prints the module's
 wall time and the nodes' memory (sum of the RSS of every process in each node's network namespace).
 
@@ -152,7 +152,7 @@ def prepared_pair(work):
     group = {
         "hosts": HOSTS,
         "vars": {
-            "server_replica": "tp16",
+            "llmops_replica": "tp16",
             "server_dist_timeout": DIST_GUARD,
             "server_environment": {"SGLANG_SIM_TIME_SCALE": "0.2"},
             "server_nccl_socket_ifname": "eth0",

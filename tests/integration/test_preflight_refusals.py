@@ -69,25 +69,25 @@ def refused(inventory: Path, extra: dict | None = None, playbook: Path | None = 
 
 
 def test_cuda_12_4_on_sm120_is_refused(inventory):
-    out = refused(inventory, {"cuda_toolkit_versions": ["12.4"]})
+    out = refused(inventory, {"llmops_cuda_versions": ["12.4"]})
     assert "nothing was changed" in out
     assert "RTX PRO 6000 Blackwell Workstation Edition (sm_120) needs CUDA >= 12.8 and open kernel modules" in out
-    assert "you asked for CUDA 12.4 (cuda_toolkit_versions). Ask for CUDA 12.8 or newer" in out
+    assert "you asked for CUDA 12.4 (llmops_cuda_versions). Ask for CUDA 12.8 or newer" in out
 
 
 def test_proprietary_modules_on_blackwell_are_refused(inventory):
-    out = refused(inventory, {"nvidia_driver_flavor": "proprietary"})
+    out = refused(inventory, {"llmops_driver_flavor": "proprietary"})
     assert "(sm_120) needs CUDA >= 12.8 and open kernel modules" in out
-    assert "you asked for nvidia_driver_flavor: proprietary" in out
-    assert "set nvidia_driver_flavor: open (the default)" in out
+    assert "you asked for llmops_driver_flavor: proprietary" in out
+    assert "set llmops_driver_flavor: open (the default)" in out
 
 
 def test_driver_branch_older_than_the_toolkit_needs_is_refused(inventory):
     out = refused(
         inventory,
-        {"nvidia_driver_branch": "575", "nvidia_driver_version": "575.57.08-1", "cuda_toolkit_versions": ["13.0"]},
+        {"llmops_driver_branch": "575", "llmops_driver_version": "575.57.08-1", "llmops_cuda_versions": ["13.0"]},
     )
-    assert "CUDA 13.0 needs driver branch >= 580; you asked for nvidia_driver_branch 575" in out
+    assert "CUDA 13.0 needs driver branch >= 580; you asked for llmops_driver_branch 575" in out
     assert "or keep branch 575 with CUDA 12.9 or older" in out
 
 
@@ -125,9 +125,9 @@ def test_the_defaults_pass_and_only_then_preflight_writes_its_record(inventory):
     assert record["sm_list"] == ["sm_120"]
     assert record["gpu_source"] == "nvidia-smi"
     assert record["requested"] == {
-        "nvidia_driver_branch": "580",
-        "nvidia_driver_version": "580.95.05-1",
-        "nvidia_driver_flavor": "open",
-        "cuda_toolkit_versions": ["12.8"],
+        "llmops_driver_branch": "580",
+        "llmops_driver_version": "580.95.05-1",
+        "llmops_driver_flavor": "open",
+        "llmops_cuda_versions": ["12.8"],
     }
     assert record["torch_cuda_variants"] == ["cu128"]

@@ -219,7 +219,7 @@ def prepared_fleet(work) -> Fleet:
     replicas = {
         "hosts": REPLICAS,
         "vars": {
-            "server_host": "0.0.0.0",
+            "llmops_server_host": "0.0.0.0",
             # each request takes 50 ms of "decoding", so that drains have something to wait for
             "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.05"},
             "server_progress_interval": 5,
@@ -345,9 +345,10 @@ def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_se
             "power_of_two; found 'fastest'. Set it to cache_aware (the default) or another of these.",
         ),
         (
-            {"router_prometheus_port": 30080},
-            "rr3: nothing was changed. Expected router_prometheus_port to differ from router_port; found both 30080. "
-            "Set router_prometheus_port to another port such as 29000.",
+            {"llmops_router_prometheus_port": 30080},
+            "rr3: nothing was changed. Expected llmops_router_prometheus_port to differ from llmops_router_port; found "
+            "both 30080. "
+            "Set llmops_router_prometheus_port to another port such as 29000.",
         ),
         (
             {"router_drain_timeout": 0},

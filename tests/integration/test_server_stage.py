@@ -296,12 +296,12 @@ def test_auto_fraction_is_ready_on_the_first_attempt(node):
 
 def test_secrets_never_appear_in_output_or_files_at_vvv(node):
     api_key = "sk-llmops-" + uuid.uuid4().hex
-    extra = {"model_hf_token": HUB_TOKEN, "server_api_key": api_key}
+    extra = {"model_hf_token": HUB_TOKEN, "llmops_server_api_key": api_key}
     # the gated model needs the token: proves it is used
     gated = playbook(
         node,
         ["playbooks/model.yml"],
-        {**extra, "model_repo_id": "sim-org/Meta-Llama-3-8B-Instruct", "model_dir": "/opt/models/llama"},
+        {**extra, "llmops_model_repo_id": "sim-org/Meta-Llama-3-8B-Instruct", "llmops_model_dir": "/opt/models/llama"},
         json_out=False,
         verbose="-vvv",
     )

@@ -19,6 +19,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from test_mirror_apt import SUBDIR, _apt, packages
 
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_compat
+
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
 PINNED = "580.95.05-1"
@@ -35,7 +37,7 @@ pytestmark = pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs a
 def role_pin(version=PINNED, fabricmanager=None):
     variables = {
         "ansible_managed": "test",
-        "nvidia_driver_version": version,
+        "llmops_driver_version": version,
         "nvidia_driver_pin_sources": yaml.safe_load((ROLE / "vars/main.yml").read_text())["nvidia_driver_pin_sources"],
         "nvidia_driver_fabricmanager_wanted": fabricmanager is not None,
         "nvidia_driver_fm_package": fabricmanager,
@@ -121,9 +123,7 @@ def test_the_name_pattern_pin_fails_on_the_desktop_set_as_on_a_real_server(built
     assert f"nvidia-driver-libs : Depends: libgl1-nvidia-glvnd-glx (= {PINNED})" in result.stdout
 
 
-FABRICMANAGER = yaml.safe_load((ROOT / "roles/preflight/vars/compat.yml").read_text())["preflight_compat"][
-    "fabricmanager"
-]
+FABRICMANAGER = gpu_compat.FABRICMANAGER
 
 
 @pytest.mark.parametrize("version", ["575.57.08-1", PINNED])

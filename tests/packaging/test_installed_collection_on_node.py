@@ -5,7 +5,7 @@ node to a ready SGLang.
 The node (pk1, 10.213.0.95, 8 x RTX PRO 6000, driver 580.95.05) is prepared the way
 tests/integration/test_server_stage.py prepares its own, instead of the driver and build stages:
 tests/integration/server_prepare.yml (the service user, /opt/sglang/venv with the SGLang stand-in importable) and the
-GLM-5-like model from sim/models/make_model.py in server_model_path. The stage variables are the simulation
+GLM-5-like model from sim/models/make_model.py in llmops_model_dir. The stage variables are the simulation
 inventory's (inventories/sim/group_vars).
 
 Environment: PK_NODE_NAME / PK_NODE_IP override the node (names pk*, addresses 10.213.0.95-99).
@@ -30,7 +30,7 @@ NODE = os.environ.get("PK_NODE_NAME", "pk1")
 IP = os.environ.get("PK_NODE_IP", "10.213.0.95")
 SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
 SSH += ["-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"]
-MODEL_DIR = "/opt/models/GLM-5-NVFP4"  # server_model_path in inventories/sim/group_vars/gpu_servers/server.yml
+MODEL_DIR = "/opt/models/GLM-5-NVFP4"  # llmops_model_dir in inventories/sim/group_vars/gpu_servers/server.yml
 
 
 def sim_node(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -1,6 +1,7 @@
 """Issue 25 item 7: the Hugging Face token only where downloads run. The model role writes HF_TOKEN to its own 0600
 file (model_token_file) that only hf_snapshot reads, and removes it from the server's EnvironmentFile, which the
-long-running SGLang unit loads (roles/server/templates/sglang.service.j2 EnvironmentFile=server_env_file).
+long-running SGLang unit loads (roles/server/templates/sglang.service.j2
+EnvironmentFile=llmops_env_file, owned by roles/llmops_defaults).
 
 Static checks of the role's tasks and defaults (a node test of the files on a host is not part of this change)."""
 
@@ -13,7 +14,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_TASKS = yaml.safe_load((ROOT / "roles" / "model" / "tasks" / "main.yml").read_text())
 MODEL_DEFAULTS = yaml.safe_load((ROOT / "roles" / "model" / "defaults" / "main.yml").read_text())
-SERVER_DEFAULTS = yaml.safe_load((ROOT / "roles" / "server" / "defaults" / "main.yml").read_text())
+SHARED_DEFAULTS = yaml.safe_load((ROOT / "roles" / "llmops_defaults" / "defaults" / "main.yml").read_text())
+SERVER_UNIT = (ROOT / "roles" / "server" / "templates" / "sglang.service.j2").read_text()
 
 
 def _walk(tasks):
@@ -28,8 +30,9 @@ def _lineinfiles():
 
 
 def test_the_token_file_is_not_the_servers_environment_file_by_default():
-    assert MODEL_DEFAULTS["model_token_file"] != SERVER_DEFAULTS["server_env_file"]
-    assert MODEL_DEFAULTS["model_env_file"] == SERVER_DEFAULTS["server_env_file"]
+    assert MODEL_DEFAULTS["model_token_file"] != SHARED_DEFAULTS["llmops_env_file"]
+    # the file the model role cleans is the one the server's unit loads
+    assert "EnvironmentFile=-{{ llmops_env_file }}" in SERVER_UNIT
 
 
 def test_the_token_is_written_only_to_the_token_file_0600():
@@ -40,7 +43,7 @@ def test_the_token_is_written_only_to_the_token_file_0600():
 
 def test_a_token_left_in_the_servers_environment_by_an_earlier_release_is_removed():
     removals = [t for t in _lineinfiles() if t.get("state") == "absent" and t.get("regexp") == "^HF_TOKEN="]
-    assert [t["path"] for t in removals] == ["{{ model_env_file }}"]
+    assert [t["path"] for t in removals] == ["{{ llmops_env_file }}"]
 
 
 def test_the_download_reads_the_token_from_the_token_file():

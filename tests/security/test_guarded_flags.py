@@ -134,6 +134,6 @@ def test_the_server_role_refuses_an_abbreviated_key_flag_without_showing_the_key
 
 def test_the_server_role_refuses_an_abbreviated_own_flag(server_problems):
     assert server_problems(server_extra_args=["--hos", "0.0.0.0"]) == [
-        "Expected --host to come from server_host, not server_extra_args; found --hos (SGLang reads it as --host) in "
-        "server_extra_args. Set server_host and remove it from server_extra_args."
+        "Expected --host to come from llmops_server_host, not server_extra_args; found --hos (SGLang reads it as "
+        "--host) in server_extra_args. Set llmops_server_host and remove it from server_extra_args."
     ]

@@ -15,6 +15,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils import inventory_val
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import TopologyError, fleet_topology
 
 ROOT = Path(__file__).resolve().parents[2]
+# The ports' defaults the callers pass (roles/llmops_defaults owns them; role defaults are not host variables).
+DEFAULTS = {"llmops_server_port": 30000, "llmops_dist_init_port": 20000}
 
 INJECTED_ADDRESSES = {
     "newline_execstartpre": "10.0.0.5\nExecStartPre=/bin/sh -c 'id > /root/pwned'",
@@ -63,7 +65,7 @@ INJECTED_NAMES = {
 
 @pytest.mark.parametrize("value", INJECTED_NAMES.values(), ids=INJECTED_NAMES.keys())
 def test_an_unsafe_replica_name_is_refused(value):
-    assert IV.name_problem("server_replica of gpu1", value) is not None
+    assert IV.name_problem("llmops_replica of gpu1", value) is not None
 
 
 @pytest.mark.parametrize("value", ["a b", "a\tb", "a\nb", "a\u202db", "a\x7fb", ["a"], True])
@@ -75,9 +77,9 @@ def test_text_with_whitespace_control_or_no_scalar_is_refused(value):
 def test_inventory_problems_names_every_bad_host_and_skips_undefined_values():
     hostvars = {
         "gpu1": {"ansible_host": "10.0.0.1\nExecStartPre=/bin/sh"},
-        "gpu2": {"server_replica": "r2\n"},
-        "gpu3": {"server_host": "0.0.0.0"},
-        "router": {"router_host": "127.0.0.1 --x"},
+        "gpu2": {"llmops_replica": "r2\n"},
+        "gpu3": {"llmops_server_host": "0.0.0.0"},
+        "router": {"llmops_router_host": "127.0.0.1 --x"},
         "clean": {},
     }
     problems = IV.inventory_problems(list(hostvars), hostvars)
@@ -87,44 +89,41 @@ def test_inventory_problems_names_every_bad_host_and_skips_undefined_values():
 
 def test_fleet_topology_refuses_an_ansible_host_with_a_newline_before_it_reaches_dist_init_addr():
     hostvars = {
-        "a": {"ansible_host": "10.0.0.1\nExecStartPre=/bin/sh", "server_replica": "r", "server_tp": 8},
-        "b": {"ansible_host": "10.0.0.2", "server_replica": "r", "server_tp": 8},
+        "a": {"ansible_host": "10.0.0.1\nExecStartPre=/bin/sh", "llmops_replica": "r"},
+        "b": {"ansible_host": "10.0.0.2", "llmops_replica": "r"},
     }
     with pytest.raises(TopologyError) as exc:
-        fleet_topology(["a", "b"], hostvars)
+        fleet_topology(["a", "b"], hostvars, DEFAULTS)
     assert "\n" not in str(exc.value) and "ansible_host of a" in str(exc.value)
 
 
 def test_fleet_topology_refuses_a_replica_name_with_a_trailing_newline():
     # re.match with "$" accepted "r1\n" before: "$" also matches before a final newline.
     with pytest.raises(TopologyError):
-        fleet_topology(["a"], {"a": {"server_replica": "r1\n"}})
+        fleet_topology(["a"], {"a": {"llmops_replica": "r1\n"}}, DEFAULTS)
 
 
 def test_fleet_topology_still_builds_a_clean_two_node_replica():
-    hostvars = {
-        h: {"ansible_host": ip, "server_replica": "r", "server_tp": 8}
-        for h, ip in (("a", "10.0.0.1"), ("b", "10.0.0.2"))
-    }
-    topo = fleet_topology(["a", "b"], hostvars)
+    hostvars = {h: {"ansible_host": ip, "llmops_replica": "r"} for h, ip in (("a", "10.0.0.1"), ("b", "10.0.0.2"))}
+    topo = fleet_topology(["a", "b"], hostvars, DEFAULTS, {"a": 8, "b": 8})
     assert topo["hosts"]["b"]["node_rank"] == 1
 
 
 # -- the server role's input checks (roles/server/templates/checks.json.j2; fixture server_problems in conftest.py)
 TRAILING_NEWLINE = {
-    "server_host": "127.0.0.1\n",
-    "server_user": "sglang\n",
-    "server_group": "sglang\n",
-    "server_python": "/opt/sglang/venv/bin/python\n",
-    "server_model_path": "/opt/models/m\n",
-    "server_env_file": "/etc/sglang/sglang.env\n",
+    "llmops_server_host": "127.0.0.1\n",
+    "llmops_service_user": "sglang\n",
+    "llmops_service_group": "sglang\n",
+    "llmops_venv": "/opt/sglang/venv\n",
+    "llmops_model_dir": "/opt/models/m\n",
+    "llmops_env_file": "/etc/sglang/sglang.env\n",
     "server_log_dir": "/var/log/sglang\n",
-    "server_state_dir": "/var/lib/llmops-sglang\n",
+    "llmops_state_dir": "/var/lib/llmops-sglang\n",
     "server_unit_name": "sglang.service\n",
     "server_kv_cache_dtype": "fp8_e4m3\n",
     "server_attention_backend": "flashinfer\n",
     "server_logrotate_maxsize": "200M\n",
-    "server_port": "30000\n",
+    "llmops_server_port": "30000\n",
 }
 
 

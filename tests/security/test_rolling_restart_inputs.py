@@ -103,13 +103,13 @@ def test_rolling_restart_asks_the_router_at_its_own_address_not_a_fixed_loopback
     assert probe[0]["ansible.builtin.uri"]["url"] == "{{ router_api_url }}/workers"
 
 
-def test_the_router_api_url_follows_router_host():
+def test_the_router_api_url_follows_llmops_router_host():
     rvars = yaml.safe_load((ROOT / "roles" / "router" / "vars" / "main.yml").read_text())
 
     def url(host):
         variables = {
-            "router_host": host,
-            "router_port": 30080,
+            "llmops_router_host": host,
+            "llmops_router_port": 30080,
             **{k: rvars[k] for k in ("router_api_host", "router_api_port")},
         }
         variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in variables.items()}
@@ -126,7 +126,8 @@ def test_the_router_api_url_follows_router_host():
 
 def _roll_plan(run, tmp_path, batch_size):
     hosts = {
-        f"g{i}": {"ansible_connection": "local", "ansible_host": "127.0.0.1", "server_port": 30000 + i} for i in (1, 2)
+        f"g{i}": {"ansible_connection": "local", "ansible_host": "127.0.0.1", "llmops_server_port": 30000 + i}
+        for i in (1, 2)
     }
     inventory = {"all": {"children": {"gpu_servers": {"hosts": hosts}, "sglang_routers": {"hosts": {}}}}}
     plan = ROOT / "playbooks" / "fleet_roll_plan.yml"

@@ -26,7 +26,7 @@ def problem(marker=None, partial=False, model_commit=None, raw=None):
         slurp = {"content": base64.b64encode((raw or json.dumps(marker)).encode()).decode(), "encoding": "base64"}
     variables = {
         "inventory_hostname": "gpu1",
-        "server_model_path": "/opt/models/m",
+        "llmops_model_dir": "/opt/models/m",
         "server_snapshot_marker": slurp,
         "server_snapshot_partial": {"stat": {"exists": partial}},
     }
@@ -79,8 +79,24 @@ def test_the_check_runs_in_validate_before_anything_changes():
     i = TASKS.index(CHECK)
     assert CHECK["ansible.builtin.fail"]["msg"] == "{{ server_snapshot_problem }}"
     read_only = {"set_fact", "fail", "stat", "getent", "slurp", "assert"}
-    modules = {k.rsplit(".", 1)[-1] for t in TASKS[: i + 1] for k in t if k.startswith(("ansible.builtin.", "llmops."))}
-    assert modules - {"gpu_facts"} <= read_only, modules  # nothing before the check changes the host
+    before = TASKS[: i + 1]
+    # The GPUs are found by preflight's discovery (gpu_facts, once per run; roles/preflight/tasks/discover.yml), the
+    # only include before the check.
+    includes = [t["ansible.builtin.include_role"] for t in before if "ansible.builtin.include_role" in t]
+    assert includes == [{"name": "llmops.sglang.preflight", "tasks_from": "discover"}]
+    modules = {k.rsplit(".", 1)[-1] for t in before for k in t if k.startswith(("ansible.builtin.", "llmops."))}
+    assert modules - {"gpu_facts", "include_role"} <= read_only, modules  # nothing before the check changes the host
+    # ... and the discovery the server includes installs nothing: its one package step is preflight's own
+    # (guarded by preflight_discover_installs, which only preflight's gpus.yml sets).
+    discover = yaml.safe_load((ROLE.parent / "preflight" / "tasks" / "discover.yml").read_text())
+    flat = [t for task in discover for t in [task, *task.get("block", []), *task.get("always", [])]]
+    installs = [t for t in flat if {"ansible.builtin.apt", "ansible.builtin.package"} & set(t)]
+    assert installs and all("preflight_discover_installs | default(false) | bool" in t["when"] for t in installs)
+    gpus = (ROLE.parent / "preflight" / "tasks" / "gpus.yml").read_text()
+    assert "preflight_discover_installs: true" in gpus
+    assert "preflight_discover_installs" not in "".join(
+        p.read_text() for p in ROLE.parent.glob("*/tasks/*.yml") if p.parent.parent.name != "preflight"
+    )
 
 
 @pytest.mark.parametrize(
@@ -95,7 +111,7 @@ def test_the_check_tasks_run_by_ansible_refuse_only_what_they_should(tmp_path, c
     play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": TASKS[i - 2 : i + 1]}]))
     model = tmp_path / "model"
     model.mkdir()
-    extra = {"server_model_path": str(model), "ansible_python_interpreter": sys.executable}
+    extra = {"llmops_model_dir": str(model), "ansible_python_interpreter": sys.executable}
     if case != "own-model":
         (model / ".llmops-snapshot.json").write_text(json.dumps({"commit": COMMIT}))
         extra["model_commit"] = "f" * 40 if case == "other-commit" else COMMIT

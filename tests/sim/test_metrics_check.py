@@ -35,7 +35,11 @@ def run_check(tmp_path: Path, port: int, expected: list[str] | None = None) -> s
         }
     ]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    extra = {"server_port": port, "server_host": "127.0.0.1", "ansible_python_interpreter": sys.executable}
+    extra = {
+        "llmops_server_port": port,
+        "llmops_server_host": "127.0.0.1",
+        "ansible_python_interpreter": sys.executable,
+    }
     if expected is not None:
         extra["server_metrics_expected"] = expected
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))

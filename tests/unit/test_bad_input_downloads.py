@@ -224,9 +224,10 @@ ROLE_ROWS = [
         "model_hf_token: expected a string; found a dict; set it to the token text (from ansible-vault)",
     ),
     (
-        "role: model_repo_id with a space",
-        {"model_hf_token": "", "model_repo_id": "zai-org/GLM 5"},
-        "model_repo_id: expected ORG/NAME made of letters, digits, '.', '_' and '-'; found zai-org/GLM 5; correct it",
+        "role: llmops_model_repo_id with a space",
+        {"model_hf_token": "", "llmops_model_repo_id": "zai-org/GLM 5"},
+        "llmops_model_repo_id: expected ORG/NAME made of letters, digits, '.', '_' and '-'; found zai-org/GLM 5; "
+        "correct it",
     ),
 ]
 
@@ -248,7 +249,7 @@ def test_bad_input_fails_in_one_line_and_changes_nothing(case, extra, message, t
         expected = message.replace("{tmp}", str(tmp_path))
         if case.startswith("role:"):
             rc, out = run_role(
-                {"model_repo_id": "sim-org/GLM-5-NVFP4", "model_hf_endpoint": NOWHERE, **extra}, tmp_path
+                {"llmops_model_repo_id": "sim-org/GLM-5-NVFP4", "model_hf_endpoint": NOWHERE, **extra}, tmp_path
             )
             assert rc != 0, out
             assert expected in out, out[-3000:]

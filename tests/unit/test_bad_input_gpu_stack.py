@@ -48,97 +48,97 @@ ROWS = [
     (
         "driver_branch_too_old_for_blackwell",
         "nvidia_driver",
-        {"nvidia_driver_branch": "550", "nvidia_driver_version": "550.163.01-1"},
+        {"llmops_driver_branch": "550", "llmops_driver_version": "550.163.01-1"},
         "rtx-pro-6000-x8",
         "575.57.08",
-        f"{RTX} needs driver branch 570 or newer; nvidia_driver_branch is 550. Set nvidia_driver_branch and "
-        "nvidia_driver_version to branch 570 or newer; nothing was changed.",
+        f"{RTX} needs driver branch 570 or newer; llmops_driver_branch is 550. Set llmops_driver_branch and "
+        "llmops_driver_version to branch 570 or newer; nothing was changed.",
     ),
     (
         "proprietary_modules_on_blackwell",
         "nvidia_driver",
-        {"nvidia_driver_flavor": "proprietary"},
+        {"llmops_driver_flavor": "proprietary"},
         "rtx-pro-6000-x8",
         "575.57.08",
-        f"{RTX} works only with the open kernel modules; nvidia_driver_flavor is proprietary. Set "
-        "nvidia_driver_flavor: open; nothing was changed.",
+        f"{RTX} works only with the open kernel modules; llmops_driver_flavor is proprietary. Set "
+        "llmops_driver_flavor: open; nothing was changed.",
     ),
     (
         "driver_version_off_its_branch",
         "nvidia_driver",
-        {"nvidia_driver_branch": "580", "nvidia_driver_version": "575.57.08-1"},
+        {"llmops_driver_branch": "580", "llmops_driver_version": "575.57.08-1"},
         "rtx-pro-6000-x8",
         "575.57.08",
-        "nvidia_driver_version 575.57.08-1 is not on nvidia_driver_branch 580; set both to one branch, e.g. '580' "
+        "llmops_driver_version 575.57.08-1 is not on llmops_driver_branch 580; set both to one branch, e.g. '580' "
         "and '580.95.05-1'; nothing was changed.",
     ),
     (
         "driver_branch_not_a_number",
         "nvidia_driver",
-        {"nvidia_driver_branch": "latest"},
+        {"llmops_driver_branch": "latest"},
         "rtx-pro-6000-x8",
         "575.57.08",
-        "nvidia_driver_branch must be a driver branch number such as '580'; found 'latest'; nothing was changed.",
+        "llmops_driver_branch must be a driver branch number such as '580'; found 'latest'; nothing was changed.",
     ),
     (
         "driver_version_without_revision",
         "nvidia_driver",
-        {"nvidia_driver_version": "580.95.05"},
+        {"llmops_driver_version": "580.95.05"},
         "rtx-pro-6000-x8",
         "575.57.08",
-        "nvidia_driver_version must be a full package version such as '580.95.05-1' (Ubuntu '580.95.05-0ubuntu1'); "
+        "llmops_driver_version must be a full package version such as '580.95.05-1' (Ubuntu '580.95.05-0ubuntu1'); "
         "found '580.95.05'; nothing was changed.",
     ),
     (
         "fabric_manager_of_an_unknown_branch",
         "nvidia_driver",
-        {"nvidia_driver_branch": "590", "nvidia_driver_version": "590.44.01-1", "nvidia_driver_fabricmanager": True},
+        {"llmops_driver_branch": "590", "llmops_driver_version": "590.44.01-1", "nvidia_driver_fabricmanager": True},
         "h100-80gb-x8",
         "575.57.08",
         "This host needs the fabric manager (NVSwitch), but no package name is known for driver branch 590 on Debian "
         "12 (known branches: 535, 550, 555, 560, 565, 570, 575, 580); nothing was changed. Set "
-        "nvidia_driver_fabricmanager_package, or add the branch to roles/preflight/vars/compat.yml.",
+        "nvidia_driver_fabricmanager_package, or add the branch to plugins/module_utils/gpu_compat.py.",
     ),
     (
         "cuda_versions_given_as_a_string",
         "cuda_toolkit",
-        {"cuda_toolkit_versions": "12.8"},
+        {"llmops_cuda_versions": "12.8"},
         "rtx-pro-6000-x8",
         "580.95.05",
-        "cuda_toolkit_versions must be a list such as ['12.8']; found the string '12.8'. Write "
-        "cuda_toolkit_versions: ['12.8']; nothing was changed.",
+        "llmops_cuda_versions must be a list such as ['12.8']; found the string '12.8'. Write "
+        "llmops_cuda_versions: ['12.8']; nothing was changed.",
     ),
     (
         "cuda_version_that_does_not_exist",
         "cuda_toolkit",
-        {"cuda_toolkit_versions": ["12.7"]},
+        {"llmops_cuda_versions": ["12.7"]},
         "rtx-pro-6000-x8",
         "580.95.05",
-        "CUDA 12.7 (cuda_toolkit_versions) is not a toolkit NVIDIA publishes for Linux; known: 11.8, 12.0, 12.1, "
+        "CUDA 12.7 (llmops_cuda_versions) is not a toolkit NVIDIA publishes for Linux; known: 11.8, 12.0, 12.1, "
         "12.2, 12.3, 12.4, 12.5, 12.6, 12.8, 12.9, 13.0. Ask for one of those; nothing was changed.",
     ),
     (
         "cuda_newer_than_the_installed_driver",
         "cuda_toolkit",
-        {"cuda_toolkit_versions": ["13.0"]},
+        {"llmops_cuda_versions": ["13.0"]},
         "rtx-pro-6000-x8",
         "575.57.08",
         "CUDA 13.0 needs driver branch 580 or newer; the driver installed on this host is 575.57.08. Install a newer "
-        "driver (nvidia_driver_branch) or ask for an older toolkit; nothing was changed.",
+        "driver (llmops_driver_branch) or ask for an older toolkit; nothing was changed.",
     ),
     (
         "cuda_older_than_blackwell_needs",
         "cuda_toolkit",
-        {"cuda_toolkit_versions": ["12.4"]},
+        {"llmops_cuda_versions": ["12.4"]},
         "rtx-pro-6000-x8",
         "580.95.05",
-        f"{RTX} needs CUDA 12.8 or newer; cuda_toolkit_versions asks for 12.4. Ask for CUDA 12.8 or newer; "
+        f"{RTX} needs CUDA 12.8 or newer; llmops_cuda_versions asks for 12.4. Ask for CUDA 12.8 or newer; "
         "nothing was changed.",
     ),
     (
         "cuda_that_dropped_volta",
         "cuda_toolkit",
-        {"cuda_toolkit_versions": ["13.0"]},
+        {"llmops_cuda_versions": ["13.0"]},
         V100_PROFILE,
         "580.95.05",
         "Tesla V100-SXM2-16GB (sm_70) is not supported by CUDA 13.0; the last toolkit for it is CUDA 12.9. Ask for "
@@ -147,18 +147,18 @@ ROWS = [
     (
         "cuda_default_not_requested",
         "cuda_toolkit",
-        {"cuda_toolkit_versions": ["12.8"], "cuda_toolkit_default": "12.9"},
+        {"llmops_cuda_versions": ["12.8"], "cuda_toolkit_default": "12.9"},
         "rtx-pro-6000-x8",
         "580.95.05",
-        "cuda_toolkit_default '12.9' is not one of cuda_toolkit_versions ['12.8']; nothing was changed.",
+        "cuda_toolkit_default '12.9' is not one of llmops_cuda_versions ['12.8']; nothing was changed.",
     ),
     (
         "cuda_version_not_major_minor",
         "cuda_toolkit",
-        {"cuda_toolkit_versions": ["12.8.1"], "cuda_toolkit_default": "12.8.1"},
+        {"llmops_cuda_versions": ["12.8.1"], "cuda_toolkit_default": "12.8.1"},
         "rtx-pro-6000-x8",
         "580.95.05",
-        "cuda_toolkit_versions must hold MAJOR.MINOR strings such as '12.8'; found '12.8.1'; nothing was changed.",
+        "llmops_cuda_versions must hold MAJOR.MINOR strings such as '12.8'; found '12.8.1'; nothing was changed.",
     ),
 ]
 

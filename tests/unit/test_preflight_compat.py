@@ -1,8 +1,10 @@
-"""The preflight compatibility gate (roles/preflight/templates/gate.json.j2 over vars/compat.yml).
+"""The preflight gate: the compatibility rules (plugins/module_utils/gpu_compat.py, scope preflight) and the room the
+later stages need (roles/preflight/templates/room.json.j2).
 
-The gate is a pure function of the request, the GPUs found, the mounts and the RAM, so these tests render the
-role's own template with Ansible's own templating engine, without a host. tests/integration/test_preflight_refusals.py
-runs the same gate on a simulated node and proves that a refusal changes nothing.
+The gate is a pure function of the request, the GPUs found, the mounts and the RAM, so these tests call the rules'
+one evaluating function and render the role's own template with Ansible's own templating engine, without a host, and
+combine them as roles/preflight/tasks/gate.yml does. tests/integration/test_preflight_refusals.py runs the same gate
+on a simulated node and proves that a refusal changes nothing.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_arch, gpu_compat
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFLIGHT = ROOT / "roles" / "preflight"
-COMPAT = yaml.safe_load((PREFLIGHT / "vars" / "compat.yml").read_text())["preflight_compat"]
-GATE = (PREFLIGHT / "templates" / "gate.json.j2").read_text()
+COMPAT = {"arch": gpu_compat.ARCH, "cuda": {k: {"min_driver_branch": v} for k, v in gpu_compat.CUDA.items()}}
+ROOM = (PREFLIGHT / "templates" / "room.json.j2").read_text()
 RTX = {"name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "sm": "sm_120", "architecture": "Blackwell"}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "sm": "sm_90", "architecture": "Hopper"}
 GIB = 1 << 30
@@ -40,15 +42,9 @@ def gate(
     build_gib=50,
     ram_gib=32,
 ):
+    request = {"driver_branch": branch, "driver_version": version, "driver_flavor": flavor, "cuda_versions": list(cuda)}
+    compat = gpu_compat.evaluate(request, list(gpus), "preflight")
     variables = {
-        "preflight_compat": COMPAT,
-        "preflight_request": {
-            "nvidia_driver_branch": branch,
-            "nvidia_driver_version": version,
-            "nvidia_driver_flavor": flavor,
-            "cuda_toolkit_versions": list(cuda),
-        },
-        "preflight_detected_gpus": list(gpus),
         "preflight_disk_checks": [
             {"purpose": "model weights", "path": "/opt/models", "min_free_gib": model_gib},
             {"purpose": "source builds", "path": "/var/tmp", "min_free_gib": build_gib},
@@ -57,8 +53,8 @@ def gate(
         "preflight_memtotal_mb": ram_mb,
         "preflight_build_min_ram_gib": ram_gib,
     }
-    out = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(GATE))
-    return json.loads(out)
+    room = json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(ROOM)))
+    return dict(compat, problems=compat["problems"] + room["problems"])
 
 
 def test_the_defaults_pass_on_blackwell():
@@ -73,14 +69,14 @@ def test_cuda_12_4_on_sm120_is_refused_with_what_would_work():
     assert problem.startswith("NVIDIA RTX PRO 6000 Blackwell Workstation Edition (sm_120) needs CUDA >= 12.8")
     assert "open kernel modules" in problem
     assert "you asked for CUDA 12.4" in problem
-    assert "cuda_toolkit_versions: ['12.8']" in problem
+    assert "llmops_cuda_versions: ['12.8']" in problem
 
 
 def test_proprietary_modules_on_blackwell_are_refused():
     (problem,) = gate(flavor="proprietary")["problems"]
     assert "(sm_120)" in problem
-    assert "you asked for nvidia_driver_flavor: proprietary" in problem
-    assert "Blackwell GPUs work only with the open kernel modules: set nvidia_driver_flavor: open" in problem
+    assert "you asked for llmops_driver_flavor: proprietary" in problem
+    assert "Blackwell GPUs work only with the open kernel modules: set llmops_driver_flavor: open" in problem
 
 
 def test_proprietary_modules_on_hopper_are_allowed():
@@ -90,8 +86,8 @@ def test_proprietary_modules_on_hopper_are_allowed():
 def test_a_driver_branch_older_than_the_toolkit_needs_is_refused():
     problems = gate(gpus=[], branch="575", version="575.57.08-1", cuda=["13.0"])["problems"]
     assert problems == [
-        "CUDA 13.0 needs driver branch >= 580; you asked for nvidia_driver_branch 575. Raise nvidia_driver_branch "
-        "and nvidia_driver_version to branch 580 or newer, or keep branch 575 with CUDA 12.9 or older."
+        "CUDA 13.0 needs driver branch >= 580; you asked for llmops_driver_branch 575. Raise llmops_driver_branch "
+        "and llmops_driver_version to branch 580 or newer, or keep branch 575 with CUDA 12.9 or older."
     ]
 
 
@@ -100,13 +96,13 @@ def test_every_problem_is_reported_at_once():
     assert len(problems) == 3
     assert any("CUDA 13.0 needs driver branch >= 580" in p for p in problems)
     assert any("you asked for CUDA 12.4" in p for p in problems)
-    assert any("nvidia_driver_flavor: proprietary" in p for p in problems)
+    assert any("llmops_driver_flavor: proprietary" in p for p in problems)
 
 
 def test_version_off_the_branch_and_unknown_toolkits_are_refused():
     problems = gate(version="575.57.08-1", cuda=["12.7"])["problems"]
     assert any("575.57.08-1 is not on the requested branch 580" in p for p in problems)
-    assert any("CUDA 12.7 (cuda_toolkit_versions) is not in the compatibility matrix" in p for p in problems)
+    assert any("CUDA 12.7 (llmops_cuda_versions) is not in the compatibility matrix" in p for p in problems)
 
 
 def test_unknown_architecture_is_refused():
@@ -118,8 +114,8 @@ def test_volta_with_a_toolkit_that_dropped_it_is_refused_with_the_last_one_that_
     v100 = {"name": "Tesla V100-SXM2-16GB", "sm": "sm_70", "architecture": "Volta"}
     (problem,) = gate(gpus=[v100], cuda=["13.0"])["problems"]
     assert problem == (
-        "Tesla V100-SXM2-16GB (sm_70) is not supported by CUDA 13.0 (cuda_toolkit_versions): the last toolkit "
-        "that compiles for it is CUDA 12.9. Ask for CUDA 12.9 or older, e.g. cuda_toolkit_versions: ['12.9']."
+        "Tesla V100-SXM2-16GB (sm_70) is not supported by CUDA 13.0 (llmops_cuda_versions): the last toolkit "
+        "that compiles for it is CUDA 12.9. Ask for CUDA 12.9 or older, e.g. llmops_cuda_versions: ['12.9']."
     )
     assert gate(gpus=[v100], cuda=["12.8"])["problems"] == []
 
@@ -183,13 +179,13 @@ def test_the_requirements_of_sglang_reference_hold():
 
 
 def test_the_gpu_stack_defaults_pass_the_gate():
-    """Preflight reads these defaults from the owning roles' files: they must be a combination the gate accepts."""
-    driver = yaml.safe_load((ROOT / "roles/nvidia_driver/defaults/main.yml").read_text())
-    cuda = yaml.safe_load((ROOT / "roles/cuda_toolkit/defaults/main.yml").read_text())
+    """The shared defaults (roles/llmops_defaults) preflight checks and the GPU roles install: a combination the gate
+    accepts."""
+    shared = yaml.safe_load((ROOT / "roles/llmops_defaults/defaults/main.yml").read_text())
     result = gate(
-        branch=driver["nvidia_driver_branch"],
-        version=driver["nvidia_driver_version"],
-        flavor=driver["nvidia_driver_flavor"],
-        cuda=cuda["cuda_toolkit_versions"],
+        branch=shared["llmops_driver_branch"],
+        version=shared["llmops_driver_version"],
+        flavor=shared["llmops_driver_flavor"],
+        cuda=shared["llmops_cuda_versions"],
     )
     assert result["problems"] == []

@@ -22,8 +22,8 @@ def test_a_keyed_replica_is_refused_in_one_line_without_the_key(tmp_path):
             "children": {
                 "gpu_servers": {
                     "hosts": {
-                        "g1": {**local, "server_host": "0.0.0.0", "server_api_key": SECRET},
-                        "g2": {**local, "server_host": "0.0.0.0"},
+                        "g1": {**local, "llmops_server_host": "0.0.0.0", "llmops_server_api_key": SECRET},
+                        "g2": {**local, "llmops_server_host": "0.0.0.0"},
                     }
                 },
                 "sglang_routers": {"hosts": {"r1": local}},
@@ -45,9 +45,9 @@ def test_a_keyed_replica_is_refused_in_one_line_without_the_key(tmp_path):
     )
     out = run.stdout + run.stderr
     assert run.returncode != 0, out[-2000:]
-    refusal = [line for line in out.splitlines() if "Expected replicas without server_api_key" in line]
+    refusal = [line for line in out.splitlines() if "Expected replicas without llmops_server_api_key" in line]
     assert refusal, out[-3000:]
-    assert "found server_api_key set on g1." in refusal[0], refusal[0]
+    assert "found llmops_server_api_key set on g1." in refusal[0], refusal[0]
     assert "g2" not in refusal[0].split("found", 1)[1].split(".")[0]
     assert SECRET not in out
     assert "Traceback" not in out

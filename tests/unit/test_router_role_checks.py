@@ -15,7 +15,9 @@ from ansible.template import Templar, trust_as_template
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "router"
 CHECKS = (ROLE / "templates" / "checks.json.j2").read_text()
-DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+# The role's defaults over the shared ones (roles/llmops_defaults, a dependency of every role), as Ansible merges them.
+SHARED = yaml.safe_load((ROLE.parent / "llmops_defaults" / "defaults" / "main.yml").read_text())
+DEFAULTS = {**SHARED, **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())}
 
 
 def problems(**overrides):
@@ -30,10 +32,13 @@ def test_the_defaults_pass():
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"router_port": 70000}, "Expected router_port to be a TCP port (1-65535); found 70000."),
-        ({"router_port": "http"}, "Expected router_port to be a whole number >= 1; found 'http'."),
-        ({"router_prometheus_port": 0}, "Expected router_prometheus_port >= 1; found 0."),
-        ({"router_prometheus_port": 30080}, "Expected router_prometheus_port to differ from router_port"),
+        ({"llmops_router_port": 70000}, "Expected llmops_router_port to be a TCP port (1-65535); found 70000."),
+        ({"llmops_router_port": "http"}, "Expected llmops_router_port to be a whole number >= 1; found 'http'."),
+        ({"llmops_router_prometheus_port": 0}, "Expected llmops_router_prometheus_port >= 1; found 0."),
+        (
+            {"llmops_router_prometheus_port": 30080},
+            "Expected llmops_router_prometheus_port to differ from llmops_router_port",
+        ),
         ({"router_policy": "fastest"}, "Expected router_policy to be one of cache_aware, round_robin, random,"),
         ({"router_version": "latest"}, "Expected router_version to be a release of sglang-router such as 0.3.2"),
         ({"router_health_check_endpoint": "health"}, "Expected router_health_check_endpoint to be a path"),

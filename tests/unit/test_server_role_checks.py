@@ -16,16 +16,16 @@ def test_the_defaults_pass():
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"server_port": 65536},
-        {"server_port": "http"},
+        {"llmops_server_port": 65536},
+        {"llmops_server_port": "http"},
         {"server_tp": -1},
         {"server_stall_timeout": "ten"},
         {"server_max_running_requests": 0},
         {"server_mem_fraction_static": "0.0"},
         {"server_mem_fraction_static": "inf"},
-        {"server_host": "0.0.0.0 --api-key x"},
-        {"server_user": "SGLang Service"},
-        {"server_model_path": "models/glm"},
+        {"llmops_server_host": "0.0.0.0 --api-key x"},
+        {"llmops_service_user": "SGLang Service"},
+        {"llmops_model_dir": "models/glm"},
         {"server_kv_cache_dtype": "fp8 e4m3"},
         {"server_logrotate_maxsize": "lots"},
         {"server_environment": {"CUDA-VISIBLE": "0"}},
@@ -33,8 +33,8 @@ def test_the_defaults_pass():
         {"server_extra_args": ["--tp-size", "4"]},
         {"server_extra_args": ["--cuda-graph-max-bs-decode=8"]},
         {"server_extra_args": ["--context-length 65536\n--port 1"]},
-        {"server_dist_init_port": 70000},
-        {"server_dist_init_port": "rendezvous"},
+        {"llmops_dist_init_port": 70000},
+        {"llmops_dist_init_port": "rendezvous"},
         {"server_dist_timeout": "soon"},
         {"server_dist_timeout": 0},
         {"server_nccl_socket_ifname": "eth0; rm -rf /"},
@@ -59,7 +59,7 @@ def test_each_bad_value_is_one_problem(overrides):
     ["sk-llmops secret-7Qz9", "sk-llmops-secret-7Qz9\n", "sk-'llmops'-7Qz9", "sk-llm$ops-7Qz9", "7Qz9x", "sk-é-7Qz9xx"],
 )
 def test_a_bad_api_key_is_described_without_its_value(key):
-    found = problems(server_api_key=key)
+    found = problems(llmops_server_api_key=key)
     assert len(found) == 1 and "the value is not shown" in found[0]
     assert "7Qz9" not in found[0]
 
@@ -71,7 +71,7 @@ def test_a_bad_api_key_is_described_without_its_value(key):
         {"server_nccl_socket_ifname": "=eth0"},
         {"server_nccl_ib_hca": "=mlx5_0:1,mlx5_1:1"},
         {"server_nccl_environment": {"NCCL_DEBUG": "INFO", "TORCH_NCCL_BLOCKING_WAIT": 1}},
-        {"server_dist_timeout": 600, "server_dist_init_port": 5000},
+        {"server_dist_timeout": 600, "llmops_dist_init_port": 5000},
     ],
 )
 def test_the_documented_forms_of_the_nccl_knobs_pass(overrides):

@@ -7,11 +7,13 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_group import 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_topology import fleet_topology
 
 HV = {
-    "n0": {"ansible_host": "10.0.0.10", "server_replica": "big", "server_tp": 8},
-    "n1": {"ansible_host": "10.0.0.11", "server_replica": "big", "server_tp": 8},
-    "solo": {"ansible_host": "10.0.0.12", "server_tp": 8},
+    "n0": {"ansible_host": "10.0.0.10", "llmops_replica": "big"},
+    "n1": {"ansible_host": "10.0.0.11", "llmops_replica": "big"},
+    "solo": {"ansible_host": "10.0.0.12"},
 }
-TOPO = fleet_topology(list(HV), HV)
+TOPO = fleet_topology(
+    list(HV), HV, {"llmops_server_port": 30000, "llmops_dist_init_port": 20000}, {"n0": 8, "n1": 8, "solo": 8}
+)
 
 
 def failed(outcome, t, rank, phase="cuda_graph_capturing", **extra):

@@ -40,7 +40,7 @@ def play(tmp_path, python, tree):
                 "ansible_connection": "local",
                 "ansible_python_interpreter": sys.executable,
                 "python_env_facts": {"python": str(python), "arch_list": ["120"], "sm_list": ["sm_120"]},
-                "python_env_build_dir": str(cache.CACHE),  # TRITON_CACHE_DIR = TOOLCHAIN_CACHE/triton-cache
+                "llmops_build_dir": str(cache.CACHE),  # TRITON_CACHE_DIR = TOOLCHAIN_CACHE/triton-cache
                 "sglang_src": str(checkout),
                 "sglang_fix_path": "python/sglang/srt/layers/attention/triton_ops/extend_attention.py",
                 "sglang_version": "v-test",

@@ -126,3 +126,19 @@ def test_service_user_is_unprivileged_and_cannot_change_the_venv(name):
     assert user.exists and user.uid < 1000 and user.shell == "/usr/sbin/nologin"
     assert h.file(VENV).user == "root"
     assert h.run(f"runuser -u sglang -- touch {VENV}/x").rc != 0
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_the_build_stage_records_what_it_built_in_build_json(name):
+    """build.json (read by the deployment record): the environment and every wheel with its fingerprint, version and
+    sha256, the same as the virtualenv's per-wheel records and the wheelhouse."""
+    h = _host(name)
+    record = json.loads(h.file("/var/lib/llmops-sglang/build.json").content_string)
+    env = json.loads(h.file("/var/lib/llmops-sglang/python_env.json").content_string)
+    assert record["torch"] == env["torch_version"] and record["cuda"] == env["cuda_version"]
+    assert sorted(record["wheels"]) == sorted(PACKAGES)
+    for package in PACKAGES:
+        wheel = record["wheels"][package]
+        rec = _records(package)[0]
+        assert (wheel["fingerprint"], wheel["sha256"], wheel["builder"]) == (rec["fingerprint"], rec["sha256"], "bd1")
+        assert wheel["installed_version"] and wheel["inputs"] == rec["inputs"]

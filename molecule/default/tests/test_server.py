@@ -85,6 +85,10 @@ def test_deployment_record(host):
     assert str(rec["cuda"]).startswith("12.8")
     assert str(rec["torch"]).startswith("2.9.1+cu128")
     assert len(rec["sglang_commit"]) == 40
+    # what the build stage built (its build.json): every wheel with the fingerprint it was built under
+    assert sorted(rec["build"]) == ["flash-attn", "sgl-kernel", "sglang"]
+    for name, wheel in rec["build"].items():
+        assert len(wheel["fingerprint"]) == 16 and len(wheel["sha256"]) == 64 and wheel["installed_version"], name
     assert rec["model"]["commit"] and rec["model"]["repo_id"] == "sim-org/GLM-5-NVFP4"
     assert set(rec["kv_tokens_per_rank"].values()) == {425664} and len(rec["kv_tokens_per_rank"]) == 8
     assert set(rec["kv_size_gb_per_rank"].values()) == {24.37}

@@ -1,0 +1,34 @@
+"""gpu_facts runs once per host per converged site.yml: every stage takes the GPUs preflight found at the start of the
+run (preflight_gpu) instead of asking nvidia-smi again.
+
+Counted by the test callback tests/integration/callback_plugins/module_runs.py (enabled in molecule.yml), which writes
+per playbook run how often each llmops.sglang module ran (ok, changed or failed; skipped tasks did not run) on each
+host. This scenario's converge is site.yml on a bare node (no driver) and its idempotence step is the converged
+re-run. Before this change a site.yml ran gpu_facts 7 times per host on a converged host (issue 24: 7-9).
+"""
+
+import json
+import os
+from pathlib import Path
+
+RUNS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "module-runs"
+
+
+def converge_runs():
+    """The counts of this scenario's converge playbook runs since its last create, oldest first."""
+    records = sorted((json.loads(p.read_text()) for p in RUNS.glob("*.json")), key=lambda r: r["started"])
+    created = [r["started"] for r in records if r["playbook"].endswith("/create.yml")]
+    since = created[-1] if created else 0
+    return [r for r in records if r["playbook"].endswith("/converge.yml") and r["started"] > since]
+
+
+def test_gpu_facts_runs_once_per_host_in_a_converged_site_yml():
+    runs = converge_runs()
+    assert len(runs) == 2, f"expected converge and idempotence, found {len(runs)} converge runs in {RUNS}"
+    first, rerun = runs
+    for host, counts in rerun["runs"].items():
+        assert counts.get("llmops.sglang.gpu_facts") == 1, (host, counts)
+    # The first run on a bare node: preflight reads the PCI bus (and again with the current PCI id database, since
+    # Debian 12's predates Blackwell), then the driver stage asks nvidia-smi once after it installed the driver.
+    for host, counts in first["runs"].items():
+        assert counts.get("llmops.sglang.gpu_facts") == 3, (host, counts)
