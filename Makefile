@@ -78,7 +78,7 @@ test: setup
 	echo "make test: passed in $$((SECONDS - t0)) s (after setup)"
 
 # The scenario that builds four real SGLang trees (main, v0.5.8 patched, v0.5.9, a PR commit) and proves the build
-# stage's refusals: ~27 min alone on this machine, so it runs after `make test` in .ci/run, not inside it.
+# stage's refusals: 38 min alone here (2026-12-01), so .ci/run runs it after `make test`, not inside it.
 TEST_BUILDS_SCENARIOS := build_checks
 test-builds: setup
 	@t0=$$SECONDS; $(MAKE) --no-print-directory molecule SCENARIOS='$(TEST_BUILDS_SCENARIOS)'; \
