@@ -18,7 +18,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)
 export SIM_CACHE ?= /var/cache/llmops-sim
 export SIM_STATE ?= /run/llmops-sim
 
-HOST_PKGS := debootstrap systemd-container tinyproxy openssh-client dpkg-dev apt-utils gnupg iproute2 git
+HOST_PKGS := debootstrap systemd-container tinyproxy openssh-client dpkg-dev apt-utils gnupg iproute2 git nftables
 SCENARIOS ?= $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml))
 
 docs: venv

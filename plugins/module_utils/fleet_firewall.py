@@ -1,0 +1,389 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The fleet's own firewall: one nftables table owned by the collection (issue 25, item 5).
+
+The one home of this knowledge (the filter llmops.sglang.fleet_firewall adapts it to Jinja; the role fleet_firewall
+writes, checks and loads what it renders; docs/security.md, *Fleet firewall*, says why each port is here):
+
+* which TCP ports a multi-node SGLang replica opens between its nodes, read in the release the roles serve
+  (sglang 0.5.9, ``sglang/srt/...`` line numbers in docs/security.md): the rendezvous (``--dist-init-addr``, torch's
+  TCPStore on the head, every interface), the ZMQ ports SGLang derives from it with ``--enable-dp-attention``
+  (``DP_ATTENTION_OFFSETS``), and the ports the kernel picks for NCCL, Gloo, SGLang's message queue and
+  ``get_free_port()`` (the host's ``net.ipv4.ip_local_port_range``) or pyzmq picks (``ZMQ_RANDOM_PORTS``);
+* who may open a connection to them: the replica's own nodes; to the model fan-out share: the fleet's hosts;
+* the ruleset: ``table inet llmops_sglang`` (declared, deleted and defined again in one file, so ``nft -f`` swaps it
+  in one transaction), a base chain on the input hook with policy accept that rejects (TCP reset) new connections to
+  those ports from anyone else and never names another port.
+
+Addresses are IP addresses, networks (CIDR) or host names resolved here, on the controller (``resolve``), so the
+table holds numbers and needs no DNS at boot. Every refusal is a FirewallError of one line: what was expected, what
+was found, what to do; values are shown with control characters escaped.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import socket
+
+from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values
+
+TABLE = "llmops_sglang"
+FAMILY = "inet"
+# sglang 0.5.9 PortArgs.init_new with --enable-dp-attention: tokenizer (+1), detokenizer (+2), rpc (+3), metrics (+4),
+# scheduler input (+5) at tcp://DIST_INIT_HOST (server_args.py:5665-5671); the DP handshake's REP socket at +13
+# (DP_ATTENTION_HANDSHAKE_PORT_DELTA, server_args.py:5596; data_parallel_controller.py:305-308).
+DP_ATTENTION_OFFSETS = (1, 2, 3, 4, 5, 13)
+# pyzmq's Socket.bind_to_random_port(min_port=49152, max_port=65536) (pyzmq 27.1.0 zmq/sugar/socket.py:469-474), used
+# by sglang 0.5.9's get_zmq_socket for the DP-attention worker ports on node 0 (data_parallel_controller.py:378).
+ZMQ_RANDOM_PORTS = (49152, 65535)
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+
+class FirewallError(ValueError):
+    """Bad firewall input; str() is one line (expected, found, what to do)."""
+
+
+def _refuse(text, *args, **kwargs):
+    raise FirewallError("fleet firewall: " + text.format(*args, **kwargs))
+
+
+def resolve(name):
+    """Every address ``name`` resolves to on the controller (getaddrinfo, IPv4 and IPv6), sorted; [] when none."""
+    try:
+        infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OSError):
+        return []
+    return sorted(set(info[4][0] for info in infos))
+
+
+def flag(what, value):
+    """A boolean from a bool or a yes/no word (an -e value arrives as a string)."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    return _refuse(
+        "expected {0} to be true or false; found {1}. Set it to true or false.", what, inventory_values.shown(value)
+    )
+
+
+def port(what, value):
+    """A TCP port 1-65535 from an int or a string of digits."""
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
+        number = int(value.strip())
+    if number is None or not 1 <= number <= 65535:
+        _refuse(
+            "expected {0} to be a TCP port (1-65535); found {1}. Set it to such a number.",
+            what,
+            inventory_values.shown(value),
+        )
+    return number
+
+
+def port_range(what, value):
+    """(low, high) from the two numbers of /proc/sys/net/ipv4/ip_local_port_range (or a list of two)."""
+    words = value.split() if isinstance(value, str) else value
+    if not isinstance(words, (list, tuple)) or len(words) != 2:
+        _refuse(
+            "expected {0} to be two port numbers, low and high; found {1}. Check the host's "
+            "net.ipv4.ip_local_port_range (sysctl).",
+            what,
+            inventory_values.shown(value),
+        )
+    low, high = (port(what, w) for w in words)
+    if low > high:
+        _refuse(
+            "expected {0} from low to high; found {1} (reversed). Set net.ipv4.ip_local_port_range to "
+            "'{3} {2}' with sysctl on the host.",
+            what,
+            inventory_values.shown(value),
+            low,
+            high,
+        )
+    return low, high
+
+
+def networks(what, values, resolver=resolve):
+    """The networks of ``values`` (IP addresses, CIDR networks, host names resolved with ``resolver``), refused in
+    one line when one is not usable as a source an nftables set can hold."""
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        _refuse(
+            "expected {0} to be a list of addresses; found {1}. Give a YAML list, e.g. [10.0.0.5, 'fd00::5'].",
+            what,
+            inventory_values.shown(values),
+        )
+    out = []
+    for value in values:
+        if not isinstance(value, str) or inventory_values.WHITESPACE_OR_CONTROL.search(value) or not value:
+            _refuse(
+                "expected {0} to hold IP addresses, networks or host names; found {1}. Remove the whitespace or "
+                "control characters.",
+                what,
+                inventory_values.shown(value),
+            )
+        out.extend(_value_networks(what, value, resolver))
+    return out
+
+
+def _value_networks(what, value, resolver):
+    if "%" in value:  # a zone index (fe80::1%eth0) names an interface, not a source a set can hold
+        found = None
+    elif "/" in value:
+        try:
+            found = [ipaddress.ip_network(value, strict=False)]
+        except ValueError:
+            found = None
+    elif inventory_values.is_ip(value):
+        found = [ipaddress.ip_network(value)]
+    elif inventory_values.is_host_name(value):
+        addresses = [ipaddress.ip_address(a.split("%")[0]) for a in resolver(value) if inventory_values.is_ip(a)]
+        if not addresses:
+            _refuse(
+                "expected {0} to resolve on the controller; {1} does not. Put its IP address in ansible_host "
+                "(or in fleet_firewall_addresses), or fix the name.",
+                what,
+                inventory_values.shown(value),
+            )
+        usable = [a for a in addresses if not a.is_loopback]
+        if not usable:
+            _refuse(
+                "expected {0} to resolve to the host's network address on the controller; {1} resolves to {2} "
+                "only (loopback: Debian maps a machine's own name to 127.0.1.1). Put its IP address in "
+                "ansible_host.",
+                what,
+                inventory_values.shown(value),
+                ", ".join(str(a) for a in addresses),
+            )
+        found = [ipaddress.ip_network(a) for a in usable]
+    else:
+        found = None
+    if found is None:
+        _refuse(
+            "expected {0} to hold IP addresses, networks (CIDR) or host names; found {1}. Fix the value.",
+            what,
+            inventory_values.shown(value),
+        )
+    for net in found:
+        if net.prefixlen == 0 or net.network_address.is_unspecified or net.is_multicast:
+            _refuse(
+                "expected {0} to name hosts of the fleet; found {1}, which lets anyone in. Name the hosts' "
+                "addresses, or set llmops_firewall: false to manage your own firewall.",
+                what,
+                inventory_values.shown(value),
+            )
+    return [_unmapped(net) for net in found]
+
+
+def _unmapped(net):
+    """An IPv4-mapped IPv6 address (::ffff:10.0.0.5) as the IPv4 address the kernel sees."""
+    if net.version == 6 and net.prefixlen == 128 and net.network_address.ipv4_mapped is not None:
+        return ipaddress.ip_network(net.network_address.ipv4_mapped)
+    return net
+
+
+def merge(ranges):
+    """Sorted, merged (low, high) port ranges (nftables refuses overlapping interval elements)."""
+    out = []
+    for low, high in sorted(ranges):
+        if out and low <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], high))
+        else:
+            out.append((low, high))
+    return out
+
+
+def subtract(ranges, ports):
+    """``ranges`` without the single ``ports``."""
+    out = merge(ranges)
+    for p in sorted(set(ports)):
+        cut = []
+        for low, high in out:
+            if low <= p <= high:
+                if low < p:
+                    cut.append((low, p - 1))
+                if p < high:
+                    cut.append((p + 1, high))
+            else:
+                cut.append((low, high))
+        out = cut
+    return out
+
+
+def replica_ports(dist_init_port, ephemeral):
+    """The TCP ports only a multi-node replica's own nodes may open: the rendezvous, the ports SGLang derives from
+    it, the kernel's ephemeral range and pyzmq's random range."""
+    fixed = [dist_init_port] + [dist_init_port + o for o in DP_ATTENTION_OFFSETS if dist_init_port + o <= 65535]
+    return merge([(p, p) for p in fixed] + [tuple(ephemeral), ZMQ_RANDOM_PORTS])
+
+
+def _covering(nets):
+    """``nets`` sorted, without duplicates and without those inside another (nftables refuses overlapping interval
+    elements); neighbours stay apart, so each host's address is still shown as itself."""
+    out = []
+    for net in sorted(set(nets), key=lambda n: (n.network_address, -n.prefixlen)):
+        if not any(net.subnet_of(wider) for wider in out):
+            out.append(net)
+    return out
+
+
+def _collapse(nets):
+    return _covering([n for n in nets if n.version == 4]), _covering([n for n in nets if n.version == 6])
+
+
+def _element(net):
+    return str(net.network_address) if net.num_addresses == 1 else str(net)
+
+
+def _ports_text(ranges):
+    return ", ".join(str(a) if a == b else "{0}-{1}".format(a, b) for a, b in ranges)
+
+
+def _set(name, kind, elements):
+    lines = ["\tset {0} {{".format(name), "\t\ttype {0}".format(kind), "\t\tflags interval"]
+    if elements:
+        lines.append("\t\telements = {{ {0} }}".format(", ".join(elements)))
+    lines.append("\t}")
+    return lines
+
+
+def render(host, rules):
+    """The nftables file for ``host``. ``rules``: a list of {"name", "ports": [(low, high)], "sources": [networks],
+    "why"} (at most one per name); a rule rejects new TCP connections to its ports from anything but its sources."""
+    out = [
+        "#!/usr/sbin/nft -f",
+        "# llmops.sglang fleet firewall of {0}: written by the role fleet_firewall, do not edit".format(host),
+        "# (docs/security.md 'Fleet firewall'; llmops_firewall: false removes it). Only the TCP ports below are",
+        "# touched, only for new connections from addresses outside each set; every other port and protocol is left",
+        "# to your own firewall.",
+    ]
+    for rule in rules:
+        out.append("#   {0}: {1} ({2})".format(rule["name"], _ports_text(rule["ports"]), rule["why"]))
+    out += [
+        "table {0} {1}".format(FAMILY, TABLE),
+        "delete table {0} {1}".format(FAMILY, TABLE),
+        "table {0} {1} {{".format(FAMILY, TABLE),
+    ]
+    chain = [
+        "\tchain input {",
+        "\t\ttype filter hook input priority filter; policy accept;",
+        '\t\tiif "lo" accept',
+        "\t\tct state established,related accept",
+    ]
+    for rule in rules:
+        name = rule["name"]
+        v4, v6 = _collapse(rule["sources"])
+        out += _set(name + "_ports", "inet_service", [_ports_text([r]) for r in rule["ports"]])
+        out += _set(name + "_v4", "ipv4_addr", [_element(n) for n in v4])
+        out += _set(name + "_v6", "ipv6_addr", [_element(n) for n in v6])
+        chain += [
+            "\t\ttcp dport @{0}_ports ip saddr @{0}_v4 accept".format(name),
+            "\t\ttcp dport @{0}_ports ip6 saddr @{0}_v6 accept".format(name),
+            '\t\ttcp dport @{0}_ports limit rate 6/minute log prefix "llmops_sglang {0} reject: "'.format(name),
+            "\t\ttcp dport @{0}_ports counter reject with tcp reset".format(name),
+        ]
+    out += [*chain, "\t}", "}"]
+    return "\n".join(out) + "\n"
+
+
+def _host_networks(host, hostvars, resolver):
+    got = hostvars[host] if host in hostvars else {}
+    get = got.get if hasattr(got, "get") else (lambda name, default=None: default)
+    address = get("ansible_host", None)
+    address = host if address is None or (isinstance(address, str) and not address.strip()) else address
+    extra = get("fleet_firewall_addresses", None)
+    nets = networks("ansible_host of {0}".format(host), [address], resolver)
+    if extra is not None:
+        nets += networks("fleet_firewall_addresses of {0}".format(host), extra, resolver)
+    return nets
+
+
+def plan(host, fleet, hostvars, settings, resolver=resolve):
+    """What the role does on ``host``: {"state": "present" | "absent", "ruleset": text or "", "summary": one line}.
+
+    ``fleet``: llmops_fleet (module_utils/sglang_topology.py); ``hostvars``: every host's variables (ansible_host,
+    fleet_firewall_addresses); ``settings``: enabled (llmops_firewall), fanout (model_fleet_fanout), share_peers
+    (model_fleet_peer_addresses), dist_init_port, share_port, exempt ({variable: port} never restricted: SSH, the
+    HTTP API, the router's ports), ephemeral (the host's ip_local_port_range; needed on a multi-node replica only).
+    """
+    if not flag("llmops_firewall", settings.get("enabled")):
+        return {"state": "absent", "ruleset": "", "summary": "{0}: llmops_firewall is false: no table".format(host)}
+    if not isinstance(fleet, dict) or not isinstance(fleet.get("hosts"), dict):
+        _refuse("expected llmops_fleet (the fleet's topology); found {0}.", inventory_values.shown(fleet))
+    if fleet.get("error"):
+        _refuse("expected the fleet's topology to name each replica's nodes; found its refusal: {0}", fleet["error"])
+    node = fleet["hosts"].get(host) or {"nnodes": 1, "hosts": [host], "replica": host}
+    multinode = int(node.get("nnodes") or 1) > 1
+    fanout = flag("model_fleet_fanout", settings.get("fanout", False))
+    if not multinode and not fanout:
+        return {
+            "state": "absent",
+            "ruleset": "",
+            "summary": "{0}: a single-node replica without the model fan-out share: no table".format(host),
+        }
+    exempt = dict((name, port(name, value)) for name, value in sorted((settings.get("exempt") or {}).items()))
+    share_port = port("llmops_model_share_port", settings.get("share_port")) if fanout else None
+    rules, summary = [], []
+    if multinode:
+        dist = port("llmops_dist_init_port", settings.get("dist_init_port"))
+        for name, value in sorted(exempt.items()) + ([("llmops_model_share_port", share_port)] if fanout else []):
+            if value == dist:
+                _refuse(
+                    "expected llmops_dist_init_port ({0}) to differ from {1}, a port the firewall must leave open to "
+                    "others; found both {0}. Set llmops_dist_init_port to another free port.",
+                    dist,
+                    name,
+                )
+        ephemeral = port_range("net.ipv4.ip_local_port_range of {0}".format(host), settings.get("ephemeral"))
+        ranges = subtract(replica_ports(dist, ephemeral), list(exempt.values()) + ([share_port] if fanout else []))
+        sources = []
+        for member in node["hosts"]:
+            sources += _host_networks(member, hostvars, resolver)
+        rules.append(
+            {
+                "name": "replica",
+                "ports": ranges,
+                "sources": sources,
+                "why": "rendezvous, SGLang's DP-attention ports, NCCL/Gloo/ZMQ ephemeral ports: replica {0} "
+                "only".format(node.get("replica", host)),
+            }
+        )
+        summary.append(
+            "TCP {0} only from replica {1} ({2} node(s))".format(
+                _ports_text(ranges), node.get("replica", host), len(node["hosts"])
+            )
+        )
+    if fanout:
+        for name, value in sorted(exempt.items()):
+            if value == share_port:
+                _refuse(
+                    "expected llmops_model_share_port ({0}) to differ from {1}; found both {0}. Set "
+                    "llmops_model_share_port to another free port.",
+                    share_port,
+                    name,
+                )
+        sources = []
+        for member in sorted(fleet["hosts"]):
+            sources += _host_networks(member, hostvars, resolver)
+        sources += networks("model_fleet_peer_addresses", settings.get("share_peers") or [], resolver)
+        rules.append(
+            {
+                "name": "share",
+                "ports": [(share_port, share_port)],
+                "sources": sources,
+                "why": "the model fan-out share: the fleet's hosts only",
+            }
+        )
+        summary.append(
+            "TCP {0} (model share) only from the fleet's {1} host(s)".format(share_port, len(fleet["hosts"]))
+        )
+    return {"state": "present", "ruleset": render(host, rules), "summary": "{0}: {1}".format(host, "; ".join(summary))}
