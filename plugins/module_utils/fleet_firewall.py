@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
+import json
 import socket
 
 from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values
@@ -295,6 +296,46 @@ def render(host, rules):
     return "\n".join(out) + "\n"
 
 
+def nccl_interface_problem(host, spec, links, own):
+    """None, or one line when the address NCCL and Gloo take on ``host`` (the first IPv4 address of the interface
+    ``spec`` names, server_nccl_socket_ifname; else its first global IPv6 one) is not among ``own``, the addresses the
+    table lets in for ``host``: its peers' connections would come from there and be refused. ``links``: the host's
+    ``ip -j addr show``. Only a plain interface name or prefix (``eth0``, ``=ib0``, ``ib``) is checked; a list or an
+    exclusion (``^lo,docker``) leaves NCCL's choice, which is not known here."""
+    if not isinstance(spec, str) or not spec.strip() or any(c in spec for c in "^,") or not links:
+        return None
+    exact, name = spec.startswith("="), spec.lstrip("=").strip()
+    try:
+        found = json.loads(links)
+    except ValueError:
+        return None
+    match = [
+        link
+        for link in found
+        if isinstance(found, list)
+        if isinstance(link, dict)
+        and (link.get("ifname") == name if exact else str(link.get("ifname", "")).startswith(name))
+    ]
+    if not match:
+        return None  # NCCL refuses an interface that does not exist; that is the server role's to report
+    infos = [a for a in match[0].get("addr_info") or [] if isinstance(a, dict)]
+    chosen = [a for a in infos if a.get("family") == "inet"] or [
+        a for a in infos if a.get("family") == "inet6" and a.get("scope") == "global"
+    ]
+    if not chosen or not inventory_values.is_ip(str(chosen[0].get("local"))):
+        return None
+    address = ipaddress.ip_address(chosen[0]["local"])
+    if any(address in net for net in own):
+        return None
+    return (
+        "fleet firewall: expected the address NCCL and Gloo use on {0} ({1} on {2}, server_nccl_socket_ifname) among "
+        "the addresses the table lets in from {0} ({3}); found it missing, so the other nodes would refuse its "
+        "connections. Add {1} to fleet_firewall_addresses of {0}, or set llmops_firewall: false.".format(
+            host, address, match[0].get("ifname"), ", ".join(str(n) for n in own)
+        )
+    )
+
+
 def _host_networks(host, hostvars, resolver):
     got = hostvars[host] if host in hostvars else {}
     get = got.get if hasattr(got, "get") else (lambda name, default=None: default)
@@ -348,6 +389,11 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
         sources = []
         for member in node["hosts"]:
             sources += _host_networks(member, hostvars, resolver)
+        problem = nccl_interface_problem(
+            host, settings.get("nccl_ifname"), settings.get("links"), _host_networks(host, hostvars, resolver)
+        )
+        if problem:
+            raise FirewallError(problem)
         rules.append(
             {
                 "name": "replica",

@@ -248,3 +248,40 @@ def test_a_reload_swaps_the_table_and_keeps_established_connections(lab, tmp_pat
         held.wait(timeout=10)
     listing = lab.exec(lab.head, NFT, "list", "ruleset").stdout
     assert listing.count("table inet llmops_sglang") == 1 and f"{V4}{NODE}" not in listing
+
+
+@pytest.mark.parametrize(
+    "spec, listed, refused",
+    [
+        ("fwh", True, False),
+        ("=fwh", True, False),
+        ("fw", True, False),
+        ("fwh", False, True),
+        ("^lo,docker", False, False),
+        ("ib0", False, False),
+    ],
+    ids=[
+        "the_nccl_interface_is_listed",
+        "exact_name",
+        "prefix_as_nccl_matches_it",
+        "a_second_network_not_listed_is_refused_before_any_change",
+        "an_exclusion_list_leaves_nccls_choice_unchecked",
+        "an_interface_the_host_lacks_is_the_server_roles_to_report",
+    ],
+)
+def test_the_address_nccl_and_gloo_use_must_be_one_the_other_nodes_let_in(lab, spec, listed, refused):
+    """The head's real `ip -j addr show` (the role reads the same): its NCCL interface fwh carries 10.214.N.1. When the
+    inventory lists the head only by another address, the other nodes' tables would refuse its NCCL connections."""
+    links = lab.exec(lab.head, "ip", "-j", "addr", "show").stdout
+    own = [f"{V4}{HEAD}"] if listed else ["192.0.2.1"]
+    hosts = {h: {"replica": "r", "nnodes": 2, "hosts": ["head", "node1"]} for h in ("head", "node1")}
+    hostvars = {"head": {"ansible_host": own[0]}, "node1": {"ansible_host": f"{V4}{NODE}"}}
+    settings = {"enabled": True, "dist_init_port": DIST, "share_port": SHARE, "exempt": {"ansible_port": SSH},
+                "ephemeral": "32768 60999", "nccl_ifname": spec, "links": links}  # fmt: skip
+    if refused:
+        with pytest.raises(fw.FirewallError) as exc:
+            fw.plan("head", {"hosts": hosts}, hostvars, settings)
+        text = str(exc.value)
+        assert "\n" not in text and f"{V4}{HEAD} on fwh" in text and "fleet_firewall_addresses of head" in text
+    else:
+        assert fw.plan("head", {"hosts": hosts}, hostvars, settings)["state"] == "present"
