@@ -18,6 +18,8 @@ description:
   - V(prepare) runs before a new set is installed - removes the sets beyond O(keep), then checks the free disk against
     the largest set on the host (or O(min_free_gib)); fails in one line before anything is installed when it does
     not fit.
+  - V(point) creates O(pointer) for O(name) on a first install only (no pointer yet: nothing runs from it), also
+    before the set is complete; with a pointer in place it changes nothing.
   - V(switch) points O(pointer) at O(name) (a set name or V(previous)), records the history and removes the sets
     beyond O(keep). An unkeyed virtualenv at O(pointer) (before build sets) becomes the set C(legacy-TIME) first.
   - The naming, retention, disk and switch rules are in C(plugins/module_utils/build_sets.py).
@@ -33,7 +35,7 @@ options:
   action:
     description: What to do.
     type: str
-    choices: [inspect, prepare, switch]
+    choices: [inspect, prepare, point, switch]
     default: inspect
   name:
     description: The set (a name, or V(previous) for V(switch) and V(inspect)); empty for V(inspect) reads the state.
@@ -191,7 +193,7 @@ def main():
         argument_spec=dict(
             root=dict(type="path", required=True),
             pointer=dict(type="path", required=True),
-            action=dict(type="str", choices=["inspect", "prepare", "switch"], default="inspect"),
+            action=dict(type="str", choices=["inspect", "prepare", "point", "switch"], default="inspect"),
             name=dict(type="str", default=""),
             keep=dict(type="int", default=2),
             min_free_gib=dict(type="float", default=10.0),
@@ -238,6 +240,16 @@ def main():
             if not module.check_mode and not os.path.isdir(st.root):
                 os.makedirs(st.root, mode=0o755)
             result.update(changed=bool(keep["remove"]) or bool(legacy), removed=keep["remove"])
+            module.exit_json(**result)
+
+        if p["action"] == "point":
+            name = bs.check_name(p["name"])
+            if st.kind == "absent":
+                if not module.check_mode:
+                    os.makedirs(os.path.join(st.root, name), mode=0o755, exist_ok=True)
+                    os.symlink(os.path.join(st.root, name), st.pointer)
+                    _write_atomic(os.path.join(st.root, bs.HISTORY), json.dumps({"history": [name]}, indent=1) + "\n")
+                result.update(changed=True, current=name, history=[name])
             module.exit_json(**result)
 
         # switch

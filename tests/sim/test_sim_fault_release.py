@@ -33,6 +33,14 @@ def test_a_release_fault_applies_under_that_release_only(tmp_path):
     assert faults_seen(tmp_path, "0.5.9", "crash@weights_loading release=0.5.9") == "0.5.9 True"
 
 
+def test_a_release_fault_applies_to_a_local_build_of_that_release(tmp_path):
+    assert faults_seen(tmp_path, "0.5.9+g1234abc", "crash@weights_loading release=0.5.9") == "0.5.9+g1234abc True"
+
+
+def test_a_release_fault_does_not_apply_to_a_later_patch_release(tmp_path):
+    assert faults_seen(tmp_path, "0.5.9.1", "crash@weights_loading release=0.5.9") == "0.5.9.1 False"
+
+
 def test_a_release_fault_does_not_apply_under_another_release(tmp_path):
     assert faults_seen(tmp_path, "0.5.8", "crash@weights_loading release=0.5.9") == "0.5.8 False"
 

@@ -21,8 +21,9 @@ Each fault is ``KIND[@PHASE] [key=value ...]``:
 
 Keys: ``rank=N`` (rank index inside the TP x PP group - the global rank with ``--nnodes``: TP8-15 on node 1 of a
 TP16 server -, ``all`` for every rank), ``seconds=N``, ``release=X.Y.Z`` (the fault applies only when the ``sglang``
-distribution installed in the interpreter's environment has that version: the stand-in run through ``PYTHONPATH`` from
-a build set holding a real release's wheel plays that release, so a test can make one build set fail and not the other).
+distribution installed in the interpreter's environment has that version, a local or dev suffix aside: the stand-in
+run through ``PYTHONPATH`` from a build set holding a real release's wheel plays that release, so a test can make one
+build set fail and not the other).
 Phases, in order: started, weights_loading, weights_loaded, kv_allocated, memory_pool_ready, cuda_graph_capturing,
 cuda_graph_captured (scheduler processes), http_up, ready (HTTP/parent process; crash@ready kills a scheduler right
 after the ready line, hang@ready makes the schedulers stop answering).
@@ -67,7 +68,10 @@ class Fault:
 
     def applies(self) -> bool:
         """A ``release=`` fault applies only under the SGLang release installed beside the stand-in."""
-        return "release" not in self.params or installed_release() == self.params["release"]
+        if "release" not in self.params:
+            return True
+        installed, wanted = installed_release() or "", self.params["release"]
+        return installed == wanted or installed.startswith((wanted + "+", wanted + ".dev"))
 
     def targets(self, rank: int) -> bool:
         if self.rank is None:
