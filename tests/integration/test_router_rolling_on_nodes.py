@@ -79,7 +79,7 @@ class Fleet:
     def __init__(self, key: str, inventory, work=None):
         self.key, self.inventory, self.work = key, inventory, work
 
-    def playbook(self, playbooks, extra=None, timeout=600, env_extra=None) -> Run:
+    def playbook(self, playbooks, extra=None, timeout=600, env_extra=None, options=()) -> Run:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
         env.update(
             ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
@@ -92,7 +92,7 @@ class Fleet:
         cmd = [shutil.which("ansible-playbook", path=env["PATH"]), "-i", str(self.inventory)]
         if extra:
             cmd += ["-e", json.dumps(extra)]
-        cmd += [str(ROOT / pb) for pb in playbooks]
+        cmd += [*options, *(str(ROOT / pb) for pb in playbooks)]
         t0 = time.time()
         proc = subprocess.run(
             cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
@@ -449,6 +449,11 @@ def test_an_upgrade_from_v058_to_v059_then_a_rollback_fail_no_request(fleet):
             [*record["build_set"]["history"], "history.json"]
         )
         before[ip] = record["build_set"]
+    pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
+    again = fleet.playbook(["playbooks/upgrade.yml"], daytwo_vars(fleet, "v0.5.9"), timeout=1800)
+    assert again.rc == 0 and again.changed() == [], (again.changed(), again.why())
+    assert {ip: fleet.main_pid(ip) for ip in REPLICAS.values()} == pids
+    FIGURES.append(f"upgrade.yml again with nothing changed: {again.seconds:.0f} s, changed=0")
     back, loop = rolled(fleet, "playbooks/rollback.yml", daytwo_vars(fleet, "v0.5.9"), "rollback v0.5.9 -> v0.5.8")
     assert back.rc == 0, back.why()
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
@@ -461,6 +466,18 @@ def test_an_upgrade_from_v058_to_v059_then_a_rollback_fail_no_request(fleet):
     FIGURES.append(
         f"build sets on each host after the rollback: {ssh(fleet.key, REPLICAS['rr1'], f'ls {SETS}').split()}"
     )
+
+
+@daytwo
+def test_an_upgrade_in_check_mode_reports_and_changes_nothing(fleet):
+    state = {ip: (fleet.main_pid(ip), pointer(fleet, ip), ssh(fleet.key, ip, f"ls {SETS}")) for ip in REPLICAS.values()}
+    run = fleet.playbook(["playbooks/upgrade.yml"], daytwo_vars(fleet, "v0.5.9"), timeout=1800, options=["--check"])
+    assert run.rc == 0, run.why()
+    assert {
+        ip: (fleet.main_pid(ip), pointer(fleet, ip), ssh(fleet.key, ip, f"ls {SETS}")) for ip in REPLICAS.values()
+    } == state
+    assert fleet.workers() == {u: True for u in URLS}
+    FIGURES.append(f"upgrade.yml --check after the rollback: {run.seconds:.0f} s, nothing changed on the hosts")
 
 
 @pytest.mark.parametrize(
