@@ -36,9 +36,9 @@ pytestmark = pytest.mark.node
 N = f"{NAME}: nothing was changed. "
 # What the later rows need to get past the earlier checks: an account, a Python and the stand-in for a model.
 ROOT_USER = {"llmops_service_user": "root", "llmops_service_group": "root"}
-# (server_python is the role's internal name for llmops_venv's bin/python: an extra var reaches it, the node's own
-# python3 stands in for the venv's)
-HAS_PYTHON = {**ROOT_USER, "server_python": "/usr/bin/python3"}
+# (server_venv_python is the role's internal name for llmops_venv's bin/python: an extra var reaches it, the node's
+# own python3 stands in for the venv's)
+HAS_PYTHON = {**ROOT_USER, "server_venv_python": "/usr/bin/python3"}
 
 # (case, playbook, -e variables, hide the GPUs, the exact message of the failed task)
 CASES = [

@@ -89,6 +89,17 @@ def test_the_check_runs_in_validate_before_anything_changes():
     assert [t["llmops.sglang.build_set"]["action"] for t in before if "llmops.sglang.build_set" in t] == ["inspect"]
     read_only |= {"build_set"}
     assert modules - {"gpu_facts", "include_role"} <= read_only, modules  # nothing before the check changes the host
+    # ... and the discovery the server includes installs nothing: its one package step is preflight's own
+    # (guarded by preflight_discover_installs, which only preflight's gpus.yml sets).
+    discover = yaml.safe_load((ROLE.parent / "preflight" / "tasks" / "discover.yml").read_text())
+    flat = [t for task in discover for t in [task, *task.get("block", []), *task.get("always", [])]]
+    installs = [t for t in flat if {"ansible.builtin.apt", "ansible.builtin.package"} & set(t)]
+    assert installs and all("preflight_discover_installs | default(false) | bool" in t["when"] for t in installs)
+    gpus = (ROLE.parent / "preflight" / "tasks" / "gpus.yml").read_text()
+    assert "preflight_discover_installs: true" in gpus
+    assert "preflight_discover_installs" not in "".join(
+        p.read_text() for p in ROLE.parent.glob("*/tasks/*.yml") if p.parent.parent.name != "preflight"
+    )
 
 
 @pytest.mark.parametrize(
