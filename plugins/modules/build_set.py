@@ -18,7 +18,7 @@ description:
   - V(prepare) runs before a new set is installed - removes the sets beyond O(keep), then checks the free disk against
     the largest set on the host (or O(min_free_gib)); fails in one line before anything is installed when it does
     not fit.
-  - V(point) creates O(pointer) for O(name) on a first install only (no pointer yet: nothing runs from it), also
+  - V(point) creates O(pointer) for O(name) on a first install only (no pointer yet, so nothing runs from it), also
     before the set is complete; with a pointer in place it changes nothing.
   - V(switch) points O(pointer) at O(name) (a set name or V(previous)), records the history and removes the sets
     beyond O(keep). An unkeyed virtualenv at O(pointer) (before build sets) becomes the set C(legacy-TIME) first.
