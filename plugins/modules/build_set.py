@@ -18,8 +18,8 @@ description:
   - V(prepare) runs before a new set is installed - removes the sets beyond O(keep), then checks the free disk against
     the largest set on the host (or O(min_free_gib)); fails in one line before anything is installed when it does
     not fit.
-  - V(point) creates O(pointer) for O(name) on a first install only (no pointer yet, so nothing runs from it), also
-    before the set is complete; with a pointer in place it changes nothing.
+  - V(point) points O(pointer) at O(name) on a first install only (no pointer yet, or one naming a set that was never
+    completed, so nothing runs from it), also before the set is complete; otherwise it changes nothing.
   - V(switch) points O(pointer) at O(name) (a set name or V(previous)), records the history and removes the sets
     beyond O(keep). An unkeyed virtualenv at O(pointer) (before build sets) becomes the set C(legacy-TIME) first.
   - The naming, retention, disk and switch rules are in C(plugins/module_utils/build_sets.py).
@@ -244,10 +244,17 @@ def main():
 
         if p["action"] == "point":
             name = bs.check_name(p["name"])
-            if st.kind == "absent":
+            # nothing runs from the pointer: there is none, or it names a set that was never completed (a first
+            # install that stopped; the server role only ever switches to complete sets)
+            unused = st.kind == "absent" or (st.kind == "link" and st.current not in st.complete)
+            if unused and st.current != name:
                 if not module.check_mode:
                     os.makedirs(os.path.join(st.root, name), mode=0o755, exist_ok=True)
-                    os.symlink(os.path.join(st.root, name), st.pointer)
+                    tmp = f"{st.pointer}.new-{os.getpid()}"
+                    if os.path.lexists(tmp):
+                        os.unlink(tmp)
+                    os.symlink(os.path.join(st.root, name), tmp)
+                    os.replace(tmp, st.pointer)
                     _write_atomic(os.path.join(st.root, bs.HISTORY), json.dumps({"history": [name]}, indent=1) + "\n")
                 result.update(changed=True, current=name, history=[name])
             module.exit_json(**result)

@@ -253,8 +253,11 @@ def test_the_build_stage_adopts_an_unkeyed_venv_with_its_record_before_installin
 def test_a_first_install_points_the_pointer_at_the_set_being_built_and_later_ones_do_not(tmp_path):
     rc, res = run(tmp_path, action="point", name="s1")
     assert rc == 0 and res["changed"] and os.readlink(tmp_path / "venv") == str(tmp_path / "venvs" / "s1")
-    rc, res = run(tmp_path, action="point", name="s2")
-    assert rc == 0 and not res["changed"] and os.readlink(tmp_path / "venv") == str(tmp_path / "venvs" / "s1")
+    rc, res = run(tmp_path, action="point", name="s2")  # s1 never completed: nothing runs from it
+    assert rc == 0 and res["changed"] and os.readlink(tmp_path / "venv") == str(tmp_path / "venvs" / "s2")
+    (tmp_path / "venvs" / "s2" / bs.MARKER).write_text("{}")
+    rc, res = run(tmp_path, action="point", name="s3")  # s2 is complete: only the server role moves the pointer
+    assert rc == 0 and not res["changed"] and os.readlink(tmp_path / "venv") == str(tmp_path / "venvs" / "s2")
 
 
 def test_switching_to_an_interrupted_set_fails_and_leaves_the_pointer(tmp_path):
