@@ -352,9 +352,6 @@ def daytwo_vars(fleet: Fleet, version: str) -> dict:
         "sglang_version": version,
         "sglang_install_dependencies": False,
         "python_env_wheelhouse": str(fleet.work / "wheelhouse"),
-        # the service account server_prepare.yml made (its home differs from the role's default; usermod cannot move
-        # the home of an account whose processes run)
-        "python_env_home": "/var/lib/sglang",
         "python_env_build_set_min_free_gib": 0.5,
         "llmops_build_sets_keep": 1,
         "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.05", "PYTHONPATH": "/opt/sglang-sim/python"},
