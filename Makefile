@@ -28,7 +28,7 @@ docs: venv
 
 help:
 	@sed -n '1,5p' Makefile | sed 's/^# \{0,1\}//'
-	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock toolchain-check"
+	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock toolchain-check test-example"
 
 setup: host-packages venv ## idempotent: installs only what is missing
 
@@ -111,6 +111,14 @@ bench-converged: venv ## converged re-run figures (about 10-15 minutes: a cold c
 .PHONY: test-daytwo
 test-daytwo: venv ## build-set upgrade, fault + automatic rollback, rollback.yml on the router fleet (node lock)
 	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider tests/integration/test_router_rolling_on_nodes.py -m node
+
+# --- the example inventory as shipped, end to end (issue 24 item 1): four nodes ex1..ex4 (10.213.0.121-124), site.yml
+# cold to a serving fleet behind the router, then again with changed=0. Not in `make test`: a cold site.yml on ONE
+# node already takes 7.6 min here (molecule default's converge, 2026-12-01) and make test is over its budget; this
+# runs three GPU nodes and a router twice. Boots nodes: run it under the node lock.
+.PHONY: test-example
+test-example: venv ## the shipped example inventory on four simulated nodes (under the node lock)
+	LLMOPS_EXAMPLE_E2E=1 bash scripts/pytest-run -p no:cacheprovider -s tests/integration/test_example_inventory_on_nodes.py -m node
 
 lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \

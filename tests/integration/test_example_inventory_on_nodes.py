@@ -13,10 +13,9 @@ Asserted: the first run succeeds; the router lists both replicas healthy and ans
 served model name; the second run reports changed=0 on every host; gpu_facts ran once per GPU server in it
 (tests/integration/callback_plugins/module_runs.py). The wall times are printed.
 
-Run under the node lock (its time on this machine is not measured yet; it has not run since it was written):
-    LLMOPS_EXAMPLE_E2E=1 flock /work/locks/nodes.lock \
-        .venv/bin/pytest -s tests/integration/test_example_inventory_on_nodes.py -m node
-Until it has run green and its minutes are measured it stays out of make test (skipped without LLMOPS_EXAMPLE_E2E=1).
+Run under the node lock: flock /work/locks/nodes.lock make test-example (which sets LLMOPS_EXAMPLE_E2E=1).
+It stays out of make test (skipped without LLMOPS_EXAMPLE_E2E=1): a cold site.yml on one node takes 7.6 min here
+(molecule default's converge), more than the ~5 minutes the node stream may grow, and this runs four nodes twice.
 Extending it (e.g. issue 25's keys and narrow binds): put the additions the example needs into the example, and only
 what the simulation needs into example_on_sim.yml.
 """
@@ -39,7 +38,7 @@ pytestmark = [
     pytest.mark.node,
     pytest.mark.skipif(
         os.environ.get("LLMOPS_EXAMPLE_E2E") != "1",
-        reason="not yet run nor timed: out of make test until then (set LLMOPS_EXAMPLE_E2E=1 to run it)",
+        reason="out of make test (minutes): make test-example runs it (LLMOPS_EXAMPLE_E2E=1)",
     ),
 ]
 
@@ -144,7 +143,8 @@ def test_the_example_inventory_serves_behind_the_router_and_a_second_run_changes
     again, seconds, counts = site(copy, work, "again")
     assert again.returncode == 0, why(again)
     changed = {h: r["changed"] for h, r in recap(again.stdout).items()}
-    assert set(changed) == set(NODES) and set(changed.values()) == {0}, changed
+    # every host of the example, and the controller (playbooks/fleet_roll_plan.yml plans the restart order there)
+    assert set(changed) == {*NODES, "localhost"} and set(changed.values()) == {0}, changed
     assert {h: c.get("llmops.sglang.gpu_facts") for h, c in counts.items() if h.startswith("gpu")} == {
         "gpu01": 1,
         "gpu02": 1,
