@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import SIM_PY
+SIM_PY = Path(__file__).resolve().parents[2] / "sim" / "sglang" / "python"
 
 
 def faults_seen(tmp_path, installed: str | None, spec: str) -> str:
