@@ -1,7 +1,8 @@
 # llmops.sglang — every entry point a developer, CI or a user needs.
 #   make demo    set up, boot a simulated 8 x RTX PRO 6000 node, run site.yml on it, show the result
-#   make test    set up, lint, ansible-test sanity, then node tests beside unit tests + molecule (what .ci/run runs)
+#   make test    set up, lint, ansible-test sanity, then node tests, other tests and molecule in 4 streams (.ci/run)
 #   make quick   lint + unit tests only (seconds; for iterating)
+#   make test-builds  the molecule scenario that builds four real SGLang trees (after make test in .ci/run)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -23,7 +24,7 @@ SCENARIOS ?= $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule
 docs: venv
 	python scripts/role-docs.py
 
-.PHONY: docs help setup host-packages venv lint unit quick molecule test demo demo-down sim-clean sanity lock bench
+.PHONY: docs help setup host-packages venv lint unit quick molecule test test-builds demo demo-down sim-clean sanity lock bench
 .PHONY: bench-downloads
 
 help:
@@ -75,6 +76,13 @@ test: setup
 	$(MAKE) --no-print-directory sanity; \
 	bash scripts/test-streams; \
 	echo "make test: passed in $$((SECONDS - t0)) s (after setup)"
+
+# The scenario that builds four real SGLang trees (main, v0.5.8 patched, v0.5.9, a PR commit) and proves the build
+# stage's refusals: 38 min alone here (2026-12-01), so .ci/run runs it after `make test`, not inside it.
+TEST_BUILDS_SCENARIOS := build_checks
+test-builds: setup
+	@t0=$$SECONDS; $(MAKE) --no-print-directory molecule SCENARIOS='$(TEST_BUILDS_SCENARIOS)'; \
+	echo "make test-builds: passed in $$((SECONDS - t0)) s (after setup)"
 
 demo: setup
 	@bash scripts/demo

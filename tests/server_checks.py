@@ -10,7 +10,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.llmops.sglang.plugins.module_utils import sglang_flags
+from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values, sglang_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLE = ROOT / "roles" / "server"
@@ -23,12 +23,17 @@ DEFAULTS = {**SHARED, **yaml.safe_load((ROLE / "defaults" / "main.yml").read_tex
 def problems(**overrides):
     """The problem sentences for the role defaults with ``overrides``. server_own_flags and server_extra_args_guarded
     are set as roles/server/vars/main.yml sets them (the same functions of plugins/module_utils/sglang_flags.py)."""
+    # a stand-alone server: no generated keys (llmops_defaults generates them only behind a router)
     variables = {**DEFAULTS, "llmops_model_dir": "/opt/models/GLM-5-NVFP4"}
+    variables.update(llmops_server_api_key="", llmops_server_admin_api_key="")
     variables["llmops_model_repo_id"] = "zai-org/GLM-5-NVFP4"
     variables["server_own_flags"] = sglang_flags.own_flags("main")
     variables.update(overrides)
     variables["server_extra_args_guarded"] = sglang_flags.guarded_args(
         variables["server_extra_args"], variables["server_own_flags"]
+    )
+    variables["server_key_problems"] = inventory_values.key_problems(
+        {k: variables[k] for k in ("llmops_server_api_key", "llmops_server_admin_api_key")}
     )
     variables = {k: trust_as_template(v) if isinstance(v, str) and "{{" in v else v for k, v in variables.items()}
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]

@@ -1,6 +1,6 @@
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""llmops.sglang.inventory_problems (docs: plugins/filter/inventory_problems.yml).
+"""llmops.sglang.inventory_problems, key_problems (docs: plugins/filter/*.yml).
 
 The knowledge lives in module_utils/inventory_values.py; this file only adapts it to Jinja."""
 
@@ -19,6 +19,14 @@ def inventory_problems(hosts, hostvars):
     return inventory_values.inventory_problems(list(hosts), hostvars)
 
 
+def key_problems(keys, required=None):
+    """One sentence per bad API key of ``keys`` ({variable: value}); values are never shown."""
+    if not hasattr(keys, "items"):
+        found = type(keys).__name__
+        raise AnsibleFilterError("key_problems: expected a dict of variable name to key; found %s" % found)
+    return inventory_values.key_problems(dict(keys.items()), tuple(required or ()))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"inventory_problems": inventory_problems}
+        return {"inventory_problems": inventory_problems, "key_problems": key_problems}

@@ -114,3 +114,71 @@ def inventory_problems(hosts, hostvars):
             if problem:
                 problems.append(problem)
     return problems
+
+
+KEY_CHARS = re.compile(r"[A-Za-z0-9_.~+/=:-]*")
+KEY_MIN = 8
+
+
+def key_problem(what, value):
+    """None when ``value`` is an API key the collection can keep in a 0600 file and send as a Bearer token (or empty
+    for none). The sentence never shows the value, only its length."""
+    if not isinstance(value, str):
+        return (
+            "Expected {what} to be a string (or empty for none); found a {kind} (the value is not shown). Quote it in "
+            "the vault file.".format(what=what, kind=type(value).__name__)
+        )
+    n = len(value)
+    if "\n" in value or "\r" in value:
+        return (
+            "Expected {what} on one line; found a line break in it ({n} characters; the value is not shown). Remove "
+            "the line break (a vault file written with echo often ends with one).".format(what=what, n=n)
+        )
+    if re.search(r"\s", value):
+        return (
+            "Expected {what} without spaces; found a space or tab in it ({n} characters; the value is not shown). "
+            "Remove it.".format(what=what, n=n)
+        )
+    if re.search(r"[\"'\\$`]", value):
+        return (
+            "Expected {what} without quotes, backslashes, $ or `; found one of them in it ({n} characters; the value "
+            "is not shown). Use letters, digits and _.~+/=:-.".format(what=what, n=n)
+        )
+    if 0 < n < KEY_MIN:
+        return (
+            "Expected {what} of at least {m} characters (or empty for none); found {n} (the value is not shown). Use "
+            "a long random token, e.g. from openssl rand -hex 24.".format(what=what, m=KEY_MIN, n=n)
+        )
+    if not KEY_CHARS.fullmatch(value):
+        return (
+            "Expected {what} to use only letters, digits and _.~+/=:-; found another character in it ({n} "
+            "characters; the value is not shown). Use a token of those characters.".format(what=what, n=n)
+        )
+    return None
+
+
+def key_problems(keys, required=()):
+    """One sentence per bad key of ``keys`` ({variable: value}); a name in ``required`` must not be empty, and no two
+    non-empty keys may be equal (a client key that is also the admin key makes the admin key pointless)."""
+    problems = []
+    for name in sorted(keys):
+        problem = key_problem(name, keys[name])
+        if problem is None and name in required and not keys[name]:
+            problem = (
+                "Expected {what} to be set; found it empty. Leave it unset to have the collection generate it once "
+                "per fleet (llmops_credentials_dir), or set it from ansible-vault.".format(what=name)
+            )
+        if problem:
+            problems.append(problem)
+    seen = {}
+    for name in sorted(keys):
+        value = keys[name]
+        if isinstance(value, str) and value:
+            if value in seen:
+                problems.append(
+                    "Expected {a} and {b} to differ; found the same key in both (the value is not shown). Give each "
+                    "its own key.".format(a=seen[value], b=name)
+                )
+            else:
+                seen[value] = name
+    return problems

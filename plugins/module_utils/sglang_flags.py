@@ -225,6 +225,12 @@ SERVER_FLAGS = {
     "dist_init_addr": _always("--dist-init-addr", 3412, "parallel.py:32"),
     "dist_timeout": _always("--dist-timeout", 3069, "parallel.py:29"),
     "api_key": _always("--api-key", 3295, "serving.py:160"),
+    # The admin key (decide_request_auth, sglang/srt/utils/auth.py:74 in 0.5.8 ... 0.5.23) came in 0.5.8; before it
+    # SGLang's admin routes take the API key.
+    "admin_api_key": (
+        (None, "0.5.7", None, "0.5.6, 0.5.7 %s: no admin key" % _SA),
+        ("0.5.8", None, "--admin-api-key", "0.5.8 %s:3301; 0.5.23 %sserving.py:164" % (_SA, _F)),
+    ),
     # Renamed per phase in 0.5.14 (the old name stayed as a deprecated alias, 0.5.14 server_args.py:6358), gone in
     # 0.5.20: there `--cuda-graph-max-bs` is an ambiguous prefix of -decode/-prefill and argparse refuses it.
     "cuda_graph_max_bs": (
@@ -300,7 +306,9 @@ def own_flags(version):
     """{flag: option} of every spelling that sets one of the collection's options in ``version``."""
     out = {}
     for name in SERVER_FLAGS:
-        out[server_flag(version, name)] = name
+        flag = server_flag(version, name)
+        if flag:
+            out[flag] = name
         for alias in SERVER_FLAG_ALIASES.get(name, ()):
             out.setdefault(alias, name)
     return out

@@ -102,9 +102,12 @@ def why(p) -> str:
     return "\n".join(fatal[-5:]) or p.stdout[-3000:] + p.stderr[-2000:]
 
 
-def get(url: str, body: dict | None = None) -> dict:
+def get(url: str, body: dict | None = None, key: str | None = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"} if data else {})
+    headers = {"Content-Type": "application/json"} if data else {}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    req = urllib.request.Request(url, data=data, headers=headers)
     with OPENER.open(req, timeout=30) as resp:
         return json.loads(resp.read())
 
@@ -131,13 +134,15 @@ def test_the_example_inventory_serves_behind_the_router_and_a_second_run_changes
     assert first.returncode == 0, why(first)
     FIGURES.append(f"site.yml on the example inventory, cold: {seconds:.0f} s")
 
-    workers = get(f"{ROUTER}/workers")["workers"]
+    # the keys the run generated beside the copy, as the example tells the user (group_vars/all/shared.yml)
+    keys = {name: (copy / "credentials" / name).read_text().strip() for name in ("router-api-key", "router-admin-key")}
+    workers = get(f"{ROUTER}/workers", key=keys["router-admin-key"])["workers"]
     assert {w["url"]: w["is_healthy"] for w in workers} == {
         "http://10.213.0.121:30000": True,  # replica glm-tp16: gpu01 (head) + gpu02
         "http://10.213.0.123:30000": True,  # replica gpu03
     }
     answer = get(f"{ROUTER}/v1/chat/completions", {"model": "glm-5", "messages": [{"role": "user", "content": "hi"}],
-                                                   "max_tokens": 8})  # fmt: skip
+                                                   "max_tokens": 8}, keys["router-api-key"])  # fmt: skip
     assert answer["choices"][0]["message"]["content"].strip()
 
     again, seconds, counts = site(copy, work, "again")

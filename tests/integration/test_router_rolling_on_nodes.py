@@ -5,9 +5,14 @@ sglang_routers host. The module runs the preflight, model, server and router sta
 inventory's group_vars), then, on the same nodes in file order: a bounded client loop through the router that both
 replicas serve (the router's own per-worker Prometheus counters say so), a rolling restart of both replicas under that
 loop with no failed request, a replica that does not come back during a roll (the stand-in's crash fault), bad router
-input, and the router host down. Figures (wall time, requests during the roll, the nodes' memory) are printed.
+input, and the router host down. The fleet runs with the keys the collection generates by default (the router's
+data-plane and control-plane keys, each replica's API and admin keys, in the inventory's credentials/ directory): the
+client loop sends the data-plane key; anonymous clients are refused the control plane and the replicas' admin routes,
+and no key shows in the router's command line, unit or journal. Figures (wall time, requests during the roll, the
+nodes' memory) are printed.
 
-Run under the node lock (about 6 minutes):
+Run under the node lock (939 s on 2026-12-01 with the keys, 743 s the run before them on the same machine; one run
+each, load not controlled):
     flock /run/llmops-nodes.lock .venv/bin/pytest -s tests/integration/test_router_rolling_on_nodes.py -m node
 """
 
@@ -75,9 +80,35 @@ class Run:
         return [(h, n, r.get("msg", "")) for h, n, r in self.results() if r.get("_it_status") in bad]
 
 
+def credential(inventory, name: str) -> str:
+    """A key the collection generated on the controller (llmops_credentials_dir = the inventory's credentials/)."""
+    return (inventory / "credentials" / name).read_text().strip()
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def status(url: str, method: str = "GET", headers=None, body: bytes | None = None) -> int:
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json", **(headers or {})}, method=method)
+    try:
+        with OPENER.open(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
 class Fleet:
     def __init__(self, key: str, inventory, work=None):
         self.key, self.inventory, self.work = key, inventory, work
+
+    @property
+    def client_key(self) -> str:
+        return credential(self.inventory, "router-api-key")
+
+    @property
+    def admin_key(self) -> str:
+        return credential(self.inventory, "router-admin-key")
 
     def playbook(self, playbooks, extra=None, timeout=600, env_extra=None, options=()) -> Run:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
@@ -101,13 +132,14 @@ class Fleet:
         return Run(proc, time.time() - t0)
 
     def workers(self) -> dict[str, bool]:
-        with OPENER.open(f"http://{ROUTER_IP}:{ROUTER_PORT}/workers", timeout=10) as r:
+        req = urllib.request.Request(f"http://{ROUTER_IP}:{ROUTER_PORT}/workers", headers=bearer(self.admin_key))
+        with OPENER.open(req, timeout=10) as r:
             return {w["url"]: w["is_healthy"] for w in json.loads(r.read())["workers"]}
 
     def served_by_worker(self) -> Counter:
-        """The router's own Prometheus counter of successful requests per replica."""
-        with OPENER.open(f"http://{ROUTER_IP}:{METRICS_PORT}/metrics", timeout=10) as r:
-            text = r.read().decode()
+        """The router's own Prometheus counter of successful requests per replica (its exporter is on the router
+        host's loopback by default: read there)."""
+        text = ssh(self.key, ROUTER_IP, f"python3 -c {METRICS_READER!r}")
         out = Counter()
         for m in re.finditer(r'^smg_worker_cb_outcomes_total\{worker="([^"]+)",outcome="success"\} (\d+)', text, re.M):
             out[m.group(1)] += int(m.group(2))
@@ -133,14 +165,18 @@ class Fleet:
 
 
 URLS = {f"http://{ip}:{SERVER_PORT}" for ip in REPLICAS.values()}
+METRICS_READER = (
+    "import urllib.request as u; o = u.build_opener(u.ProxyHandler({})); "
+    f"print(o.open('http://127.0.0.1:{METRICS_PORT}/metrics', timeout=10).read().decode())"
+)
 
 
 class ClientLoop:
     """Chat requests through the router from 4 threads, each with its own prompt prefix (so cache-aware routing has
     no shared prefix to stick to); stops at `limit` requests or `deadline` seconds, or when stop() is called."""
 
-    def __init__(self, limit: int, deadline: float):
-        self.limit, self.deadline = limit, deadline
+    def __init__(self, limit: int, deadline: float, key: str):
+        self.limit, self.deadline, self.key = limit, deadline, key
         self.codes: Counter = Counter()
         self.errors: list[str] = []
         self.sent = 0
@@ -156,7 +192,7 @@ class ClientLoop:
         req = urllib.request.Request(
             f"http://{ROUTER_IP}:{ROUTER_PORT}/v1/chat/completions",
             json.dumps(body).encode(),
-            {"Content-Type": "application/json"},
+            {"Content-Type": "application/json", **bearer(self.key)},
         )
         try:
             with OPENER.open(req, timeout=120) as r:  # a hang guard: an answer takes well under a second
@@ -255,7 +291,7 @@ def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
 
 def test_the_router_spreads_a_client_loop_over_both_replicas(fleet):
     before = fleet.served_by_worker()
-    loop = ClientLoop(limit=500, deadline=GUARD).start().join()  # the deadline is a hang guard
+    loop = ClientLoop(limit=500, deadline=GUARD, key=fleet.client_key).start().join()  # the deadline is a hang guard
     # the router counts an outcome once the worker's answer is handled, which may be after the client has it:
     # wait until its counters have caught up with the loop (or gone past it: then the assertion below fails)
 
@@ -271,10 +307,65 @@ def test_the_router_spreads_a_client_loop_over_both_replicas(fleet):
     FIGURES.append(f"client loop of 500 requests through the router: per replica {per_replica}")
 
 
+def test_an_anonymous_client_cannot_use_the_control_plane_or_the_replicas_admin_routes(fleet):
+    t0 = time.monotonic()
+    router = f"http://{ROUTER_IP}:{ROUTER_PORT}"
+    rogue = json.dumps({"url": "http://10.213.0.250:30000"}).encode()
+    victim = sorted(URLS)[0]
+    listed = fleet.workers()
+    ids = {}
+    with OPENER.open(urllib.request.Request(f"{router}/workers", headers=bearer(fleet.admin_key)), timeout=10) as r:
+        ids = {w["url"]: w["id"] for w in json.loads(r.read())["workers"]}
+    refused = {
+        "list workers, anonymous": status(f"{router}/workers"),
+        "list workers, client key": status(f"{router}/workers", headers=bearer(fleet.client_key)),
+        "add a worker, anonymous": status(f"{router}/workers", "POST", body=rogue),
+        "add a worker, client key": status(f"{router}/workers", "POST", bearer(fleet.client_key), rogue),
+        "remove a worker, anonymous": status(f"{router}/workers/{ids[victim]}", "DELETE"),
+        "remove a worker, client key": status(f"{router}/workers/{ids[victim]}", "DELETE", bearer(fleet.client_key)),
+        "flush the router's caches, anonymous": status(f"{router}/flush_cache", "POST"),
+        "chat through the router, anonymous": status(f"{router}/v1/chat/completions", "POST", body=b"{}"),
+    }
+    replica_key = credential(fleet.inventory, "replica-rr1-api-key")
+    admin_key = credential(fleet.inventory, "replica-rr1-admin-api-key")
+    rr1 = f"http://{REPLICAS['rr1']}:{SERVER_PORT}"
+    refused |= {
+        "replica admin route, anonymous": status(f"{rr1}/flush_cache", "POST"),
+        "replica admin route, the replica's API key": status(f"{rr1}/flush_cache", "POST", bearer(replica_key)),
+        "replica admin route, the router's client key": status(
+            f"{rr1}/configure_logging", "POST", bearer(fleet.client_key), b"{}"
+        ),
+        "replica chat, anonymous": status(f"{rr1}/v1/chat/completions", "POST", body=b"{}"),
+    }
+    assert {k: v for k, v in refused.items() if v not in (401, 403)} == {}, refused
+    assert status(f"{rr1}/flush_cache", "POST", bearer(admin_key)) == 200  # the admin key opens it
+    assert fleet.workers() == listed, "an anonymous request changed the router's workers"
+    # the control plane's answer lists no key; no key in the router's command line, unit file or journal
+    with OPENER.open(urllib.request.Request(f"{router}/workers", headers=bearer(fleet.admin_key)), timeout=10) as r:
+        answer = r.read().decode()
+    pid = ssh(fleet.key, ROUTER_IP, "systemctl show sglang-router.service -p MainPID --value").strip()
+    seen = {
+        "/workers": answer,
+        "cmdline": ssh(fleet.key, ROUTER_IP, f"tr '\\0' ' ' < /proc/{pid}/cmdline"),
+        "ps": ssh(fleet.key, ROUTER_IP, "ps -eo args"),
+        "unit": ssh(fleet.key, ROUTER_IP, "systemctl cat sglang-router.service"),
+        "journal": ssh(fleet.key, ROUTER_IP, "journalctl -u sglang-router.service --no-pager -o cat"),
+        "log dir": ssh(fleet.key, ROUTER_IP, "cat /var/log/sglang-router/* 2>/dev/null || true"),
+        "key file mode": ssh(fleet.key, ROUTER_IP, "stat -c '%a %U' /etc/sglang-router/router-keys.json"),
+    }
+    keys = [fleet.client_key, fleet.admin_key, replica_key, admin_key]
+    assert [name for name, text in seen.items() if any(k in text for k in keys)] == []
+    assert seen["key file mode"].split() == ["600", "root"], seen["key file mode"]
+    FIGURES.append(
+        f"anonymous and wrong-key requests refused: {len(refused)} ({sorted(set(refused.values()))}); router process "
+        f"as ps shows it: {seen['cmdline'].strip()[:80]!r}; checks took {time.monotonic() - t0:.1f} s"
+    )
+
+
 def test_a_rolling_restart_under_load_fails_no_request(fleet):
     pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
     before = fleet.served_by_worker()
-    loop = ClientLoop(limit=20000, deadline=600).start()
+    loop = ClientLoop(limit=20000, deadline=600, key=fleet.client_key).start()
     fleet.wait_served_by_both(before)  # the loop is under way on both replicas before the roll starts
     run = fleet.playbook(["playbooks/rolling_restart.yml"])
     loop.stop()
@@ -294,7 +385,7 @@ def test_a_rolling_restart_under_load_fails_no_request(fleet):
 def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
     pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
     before = fleet.served_by_worker()
-    loop = ClientLoop(limit=20000, deadline=600).start()
+    loop = ClientLoop(limit=20000, deadline=600, key=fleet.client_key).start()
     fleet.wait_served_by_both(before)
     run = fleet.playbook(["playbooks/server.yml"], {"server_mem_fraction_static": 0.87})
     loop.stop()
@@ -315,7 +406,7 @@ def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_se
     ssh(fleet.key, rr2, "mkdir -p /etc/sglang-sim && echo 'crash@weights_loading' > /etc/sglang-sim/fault")
     try:
         before = fleet.served_by_worker()
-        loop = ClientLoop(limit=20000, deadline=600).start()
+        loop = ClientLoop(limit=20000, deadline=600, key=fleet.client_key).start()
         fleet.wait_served_by_both(before)
         run = fleet.playbook(["playbooks/rolling_restart.yml"])
         loop.stop()
@@ -369,7 +460,7 @@ def pointer(fleet: Fleet, ip: str) -> str:
 def rolled(fleet: Fleet, playbook: str, extra: dict, figure: str) -> tuple[Run, ClientLoop]:
     """``playbook`` under the bounded client loop through the router; the figure (time, requests) is recorded."""
     before = fleet.served_by_worker()
-    loop = ClientLoop(limit=50000, deadline=1800).start()
+    loop = ClientLoop(limit=50000, deadline=1800, key=fleet.client_key).start()
     fleet.wait_served_by_both(before)
     run = fleet.playbook([playbook], extra, timeout=1800)
     loop.stop()

@@ -21,25 +21,27 @@ import pytest
 RELEASES = Path(os.environ.get("SGLANG_RELEASES", "/var/cache/llmops-sglang-releases"))
 
 
-def wheel(version: str, cache: Path | None = None) -> Path:
-    """The sglang ``version`` wheel, from the cache or fetched into it; fails the test when it cannot be had."""
+def wheel(version: str, cache: Path | None = None, package: str = "sglang") -> Path:
+    """The ``package`` (sglang, or e.g. sglang-router) ``version`` wheel, from the cache or fetched into it; fails the
+    test when it cannot be had."""
     cache = cache or RELEASES
-    found = sorted(cache.glob(f"sglang-{version}-*.whl"))
+    stem = package.replace("-", "_")
+    found = sorted(cache.glob(f"{stem}-{version}-*.whl"))
     if found:
         return found[0]
     try:
         cache.mkdir(parents=True, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".tmp-tests-", dir=cache)
     except OSError as exc:
-        pytest.fail(f"expected the sglang {version} wheel in {cache} or a writable cache to fetch it into; found {exc}")
+        pytest.fail(f"expected the {package} {version} wheel in {cache} or a writable cache to fetch it into: {exc}")
     try:
-        cmd = [sys.executable, "-m", "pip", "download", "-q", f"sglang=={version}", "--no-deps", "--only-binary",
+        cmd = [sys.executable, "-m", "pip", "download", "-q", f"{package}=={version}", "--no-deps", "--only-binary",
                ":all:", "-d", tmp]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-        got = sorted(Path(tmp).glob(f"sglang-{version}-*.whl"))
+        got = sorted(Path(tmp).glob(f"{stem}-{version}-*.whl"))
         if proc.returncode != 0 or not got:
             tail = " ".join((proc.stdout + proc.stderr).split()[-40:])
-            pytest.fail(f"expected to fetch the sglang {version} wheel with pip into {cache}; pip said: {tail}")
+            pytest.fail(f"expected to fetch the {package} {version} wheel with pip into {cache}; pip said: {tail}")
         dest = cache / got[0].name
         os.replace(got[0], dest)
         return dest

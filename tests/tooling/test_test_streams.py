@@ -6,6 +6,7 @@ here waits on time.
 """
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -65,16 +66,19 @@ def test_a_failed_pytest_part_does_not_skip_molecule_and_the_summary_names_every
         calls = (root / "calls").read_text()
         assert "make --no-print-directory molecule" in calls  # molecule ran after pytest failed
         assert "sim/node release" in calls and "sim/node teardown" in calls
-        summary = p.stdout[p.stdout.index("test-streams: nodes/pytest") :]
+        summary = p.stdout[p.stdout.index("test-streams: fleet/pytest") :]
         lines = summary.splitlines()
-        assert lines[0].startswith("test-streams: nodes/pytest passed in ")
-        assert lines[1].startswith("test-streams: others/pytest FAILED (exit 1) in ")
-        assert lines[2:4] == [
+        assert lines[0].startswith("test-streams: fleet/pytest passed in ")
+        assert lines[1].startswith("test-streams: nodes/pytest passed in ")
+        assert lines[2].startswith("test-streams: others/pytest FAILED (exit 1) in ")
+        assert lines[3:5] == [
             "    FAILED tests/mirrors/test_a.py::test_one - AssertionError: boom",
             "    ERROR tests/sim/test_b.py::test_two - fixture broke",
         ]
-        assert lines[4].startswith("test-streams: others/molecule FAILED (exit 1) in ")
-        assert lines[5] == "    molecule: FAILED scenarios: gpu_stack"
+        assert lines[5].startswith("test-streams: others/molecule FAILED (exit 1) in ")
+        assert lines[6] == "    molecule: FAILED scenarios: gpu_stack"
+        assert lines[7].startswith("test-streams: builds/molecule FAILED (exit 1) in ")
+        assert lines[8] == "    molecule: FAILED scenarios: gpu_stack"
         assert "[others] FAILED tests/mirrors/test_a.py::test_one" in p.stdout  # the stream's own lines, prefixed
 
 
@@ -85,7 +89,30 @@ def test_all_parts_passing_exits_zero(tmp_path):
     p = run(root, "parallel")
     assert p.returncode == 0, p.stdout + p.stderr
     assert [line.split(" in ")[0] for line in p.stdout.splitlines() if line.startswith("test-streams:")] == [
+        "test-streams: fleet/pytest passed",
         "test-streams: nodes/pytest passed",
         "test-streams: others/pytest passed",
         "test-streams: others/molecule passed",
+        "test-streams: builds/molecule passed",
     ]
+
+
+def test_every_node_test_runs_in_exactly_one_node_stream(tmp_path):
+    """The fleet stream takes the files it lists; the nodes stream takes every other node test (--ignore of those)."""
+    root = tree(tmp_path)
+    p = run(root, "serial")
+    assert p.returncode == 1, p.stdout + p.stderr
+    calls = [c.split() for c in (root / "calls").read_text().splitlines() if c.startswith("pytest-run")]
+    fleet = next(c for c in calls if c[1] != "tests" and "node" in c)
+    nodes = next(c for c in calls if c[1] == "tests" and c[c.index("-m") + 1] == "node")
+    listed = [a for a in fleet[1:] if a.endswith(".py")]
+    assert listed and all((ROOT / f).is_file() for f in listed)
+    assert sorted(a.removeprefix("--ignore=") for a in nodes if a.startswith("--ignore=")) == sorted(listed)
+    # the molecule scenarios, split between two streams, are every scenario, once
+    makes = [c for c in (root / "calls").read_text().splitlines() if c.startswith("make ")]
+    named = " ".join(m.split("SCENARIOS=", 1)[1] for m in makes).split()
+    # ... with the one `make test-builds` runs (after make test in .ci/run)
+    builds = re.search(r"^TEST_BUILDS_SCENARIOS := (.+)$", (ROOT / "Makefile").read_text(), re.M).group(1).split()
+    assert "make test-builds" in (ROOT / ".ci" / "run").read_text()
+    scenarios = [p.name for p in (ROOT / "molecule").iterdir() if (p / "molecule.yml").is_file()]
+    assert sorted(named + builds) == sorted(scenarios)

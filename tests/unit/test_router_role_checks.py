@@ -13,15 +13,43 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values, sglang_flags
+
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "router"
 CHECKS = (ROLE / "templates" / "checks.json.j2").read_text()
 # The role's defaults over the shared ones (roles/llmops_defaults, a dependency of every role), as Ansible merges them.
 SHARED = yaml.safe_load((ROLE.parent / "llmops_defaults" / "defaults" / "main.yml").read_text())
 DEFAULTS = {**SHARED, **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())}
+VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+# Keys as the controller generates them (40 letters and digits), one replica
+KEYS = {"llmops_router_api_key": "c" * 40, "llmops_router_admin_key": "a" * 40}
+REPLICA_KEYS = {"g1": {"api_key": "r" * 40, "admin_api_key": "s" * 40}}
 
 
 def problems(**overrides):
-    variables = {**DEFAULTS, **overrides}
+    """The problem sentences for the defaults with ``overrides``; router_extra_args_guarded and router_key_problems
+    as roles/router/vars/main.yml sets them (the same functions of plugins/module_utils)."""
+    variables = {**DEFAULTS, **KEYS, "llmops_replica_keys": REPLICA_KEYS, **overrides}
+    variables["router_secret_flags"] = [
+        "--api-key", "--control-plane-api-keys", "--jwt-issuer", "--jwt-audience", "--jwt-jwks-uri",
+        "--jwt-role-mapping", "--worker-urls", "--service-discovery",
+    ]  # fmt: skip
+    assert variables["router_secret_flags"] == Templar(loader=DataLoader()).template(
+        trust_as_template(VARS["router_secret_flags"])
+    )
+    variables["router_own_flags"] = VARS["router_own_flags"]
+    guarded = {**VARS["router_own_flags"], **{f: f for f in variables["router_secret_flags"]}}
+    args = variables["router_extra_args"]
+    variables["router_extra_args_guarded"] = sglang_flags.guarded_args(args if isinstance(args, list) else [], guarded)
+    out = inventory_values.key_problems(
+        {k: variables[k] for k in KEYS}, ("llmops_router_api_key", "llmops_router_admin_key")
+    )
+    for name, keys in variables["llmops_replica_keys"].items():
+        out += inventory_values.key_problems(
+            {f"llmops_server_api_key of replica {name}": keys["api_key"],
+             f"llmops_server_admin_api_key of replica {name}": keys["admin_api_key"]}
+        )  # fmt: skip
+    variables["router_key_problems"] = out
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]
 
 
@@ -48,7 +76,7 @@ def test_the_defaults_pass():
         ({"router_drain_timeout": 0}, "Expected router_drain_timeout >= 1; found 0."),
         ({"router_drain_quiet_polls": 0}, "Expected router_drain_quiet_polls >= 1; found 0."),
         ({"router_extra_args": "--retry-max-retries 3"}, "Expected router_extra_args to be a list of arguments"),
-        ({"router_extra_args": ["--api-key", "sk-1"]}, "Expected no secret in router_extra_args"),
+        ({"router_extra_args": ["--api-key", "sk-1"]}, "Expected no --api-key in router_extra_args"),
     ],
 )
 def test_each_bad_value_is_one_problem(overrides, expected):

@@ -13,6 +13,7 @@ Shapes follow SGLang 0.5.9's http_server.py, v1_loads.py and io_struct.py (GetLo
 from __future__ import annotations
 
 import hashlib
+import hmac
 import http
 import json
 import logging
@@ -223,10 +224,17 @@ def make_handler(tm: TokenizerManager):
             except ValueError:
                 return None
 
-        def _authorized(self, path: str) -> bool:
-            if not sa.api_key or path.startswith("/health") or path.startswith("/metrics"):
-                return True
-            return self.headers.get("Authorization") == "Bearer " + sa.api_key
+        def _authorized(self, method: str, path: str) -> int:
+            """0 when allowed, else the status SGLang answers (decide_request_auth below)."""
+            level = ADMIN_OPTIONAL if path in _ADMIN_OPTIONAL_ROUTES else NORMAL
+            return decide_request_auth(
+                method=method,
+                path=path,
+                authorization=self.headers.get("Authorization"),
+                api_key=sa.api_key,
+                admin_api_key=getattr(sa, "admin_api_key", None),
+                level=level,
+            )
 
         def do_GET(self):
             self._dispatch("GET")
@@ -238,8 +246,9 @@ def make_handler(tm: TokenizerManager):
             path = self.path.split("?", 1)[0]
             if method == "POST" and path not in _POST_ROUTES:
                 self._read_json()
-            if not self._authorized(path):
-                self._json(401, {"error": "Unauthorized"})
+            refused = self._authorized(method, path)
+            if refused:
+                self._json(refused, {"error": "Unauthorized" if refused == 401 else "Forbidden"})
                 return
             routes = _GET_ROUTES if method == "GET" else _POST_ROUTES
             name = routes.get(path)
@@ -254,6 +263,21 @@ def make_handler(tm: TokenizerManager):
                 getattr(self, name)(path)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+
+        # ----- admin routes (the real answers: 0.5.9 http_server.py:715-719 and :1259-1260) -----
+        def flush_cache(self, path):
+            if self.command == "POST":
+                self._read_json()
+            body = (
+                "Cache flushed.\nPlease check backend logs for more details. "
+                "(When there are running or waiting requests, the operation will not be performed.)\n"
+            )
+            self._send(200, body.encode(), "text/plain; charset=utf-8")
+
+        def configure_logging(self, path):
+            if self.command == "POST":
+                self._read_json()
+            self._send(200)
 
         # ----- GET -----
         def health(self, path):
@@ -534,7 +558,45 @@ _GET_ROUTES = {
     "/ping": "ping",
     "/version": "version",
 }
-_POST_ROUTES = {"/generate": "generate", "/v1/chat/completions": "chat", "/v1/completions": "completions"}
+_POST_ROUTES = {
+    "/generate": "generate",
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+    "/flush_cache": "flush_cache",
+    "/configure_logging": "configure_logging",
+}
+_GET_ROUTES.update({"/flush_cache": "flush_cache", "/configure_logging": "configure_logging"})
+# Admin routes the stand-in serves, marked @auth_level(AuthLevel.ADMIN_OPTIONAL) in the real release (0.5.9
+# sglang/srt/entrypoints/http_server.py:710-711 /flush_cache, :1255-1256 /configure_logging; both GET and POST).
+_ADMIN_OPTIONAL_ROUTES = frozenset({"/flush_cache", "/configure_logging"})
+NORMAL, ADMIN_OPTIONAL, ADMIN_FORCE = "normal", "admin_optional", "admin_force"
+
+
+def decide_request_auth(*, method, path, authorization, api_key, admin_api_key, level) -> int:
+    """0 when SGLang lets the request through, else its status: the rules of the real release's decide_request_auth
+    (0.5.8 ... 0.5.23 sglang/srt/utils/auth.py:74; tests/security/test_replica_admin_routes.py compares the two on
+    every combination). Health and metrics paths are always open; an admin route takes the admin key when one is set,
+    else the API key; every other route takes the API key when one is set (the admin key does not open it)."""
+    if method == "OPTIONS" or path.startswith("/health") or path.startswith("/metrics"):
+        return 0
+
+    def bearer(expected):
+        parts = (authorization or "").split(" ", 1)
+        return len(parts) == 2 and parts[0].lower() == "bearer" and hmac.compare_digest(parts[1], expected)
+
+    if level == ADMIN_FORCE:
+        if not admin_api_key:
+            return 403
+        return 0 if bearer(admin_api_key) else 401
+    if level == ADMIN_OPTIONAL:
+        if admin_api_key:
+            return 0 if bearer(admin_api_key) else 401
+        if api_key:
+            return 0 if bearer(api_key) else 401
+        return 0
+    if api_key:
+        return 0 if bearer(api_key) else 401
+    return 0
 
 
 def _metrics(tm: TokenizerManager) -> str:
