@@ -153,3 +153,33 @@ def test_a_router_that_refuses_the_admin_key_stops_the_roll_with_the_refusal_nam
     )
     assert expected in " ".join(run.stdout.split()), run.stdout[-3000:]
     assert wrong not in run.stdout + run.stderr and "Traceback" not in run.stdout + run.stderr
+
+
+def test_rollback_of_one_replica_in_check_mode_gets_through_the_router_and_moves_only_that_replica(
+    tmp_path, ansible_playbook, router
+):
+    """The operator's `rollback.yml -e '{"rollback_replicas": ["g2"]}' --check` as far as a unit can follow it: the
+    router's checks, the probe with the admin key and the roll plan pass against the real router; then the switch
+    play leaves g1 alone and runs the server role on g2 only, whose connection cannot run a module here (ssh is
+    /bin/false: the server role on a replica needs a node, make test-daytwo). g2's failure comes before the drain,
+    and the roll's diagnosis says so (it said "the replica is out of the router" before: untrue, it still served)."""
+    run = ansible_playbook(
+        tmp_path, _inventory(router, ADMIN), ROOT / "playbooks" / "rollback.yml", "--check",
+        "-e", '{"rollback_replicas": ["g2"]}',
+    )  # fmt: skip
+    out = run.stdout
+    assert run.returncode != 0
+    assert _task_result(out, "Ask the router for its replicas") == "ok"
+    switch = out.split("TASK [Drain the replica, switch its build set, restart it and prove it ready]", 1)
+    assert len(switch) == 2, out[-3000:]
+    results = re.findall(r"^(skipping|included|fatal|ok|changed|failed): \[?(g[12])\b", switch[1], re.M)
+    assert {r for r, h in results if h == "g1"} == {"skipping"}, results  # from its switch on, g1 only skips
+    assert {r for r, h in results if h == "g2"} >= {"ok", "fatal"}, results  # g2 runs the server role
+    stop = "g2: the build set (unknown) did not come up - "
+    flat = " ".join(out.split())
+    assert stop in flat, out[-3000:]
+    assert (
+        "The pointer had not moved: nothing to roll back; the replica was not taken out of the router and was not "
+        "restarted. The roll stopped here" in flat
+    ), flat[flat.index(stop) :][:1500]
+    assert ADMIN not in out + run.stderr and CLIENT not in out + run.stderr

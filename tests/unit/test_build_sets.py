@@ -290,3 +290,47 @@ def test_inspect_reports_the_state_and_what_a_switch_would_do(tmp_path):
     assert rc == 0 and res["changed"] is False
     assert (res["current"], res["previous"], res["pointer_kind"]) == ("s2", "s1", "link")
     assert res["plan"] == {"target": "s1", "switch": True, "error": None}
+
+
+# --- what of upgrade.yml's re-run, rollback.yml and --check a unit can prove (the rest needs nodes: make test-daytwo)
+
+
+def test_a_rerun_of_the_upgrade_with_nothing_changed_changes_no_set(tmp_path):
+    """upgrade.yml again with the same request: the build stage's prepare of the set that already runs, its point (only
+    on a first install) and the server role's switch to it each report no change and remove nothing."""
+    for n in ["s1", "s2"]:
+        make_set(tmp_path, n)
+        run(tmp_path, action="switch", name=n, keep=1)
+    before = sorted(p.name for p in (tmp_path / "venvs").iterdir())
+    for action in ["prepare", "point", "inspect", "switch"]:
+        rc, res = run(tmp_path, action=action, name="s2", keep=1)
+        assert rc == 0 and res["changed"] is False and res.get("removed", []) == [], (action, res)
+        assert (res["current"], res["previous"]) == ("s2", "s1"), (action, res)
+    assert sorted(p.name for p in (tmp_path / "venvs").iterdir()) == before
+    assert os.readlink(tmp_path / "venv") == str(tmp_path / "venvs" / "s2")
+
+
+def test_rollback_goes_back_and_run_again_goes_forward_and_a_named_set_is_reached(tmp_path):
+    """rollback.yml's three forms at the pointer (fleet_switch.yml's server_build_set): previous, previous again (the
+    header: running it again goes forward again), and -e rollback_to=NAME; in check mode none moves the pointer."""
+    for n in ["s1", "s2", "s3"]:
+        make_set(tmp_path, n)
+        run(tmp_path, action="switch", name=n, keep=2)
+    rc, res = run(tmp_path, action="switch", name="previous", keep=2, _ansible_check_mode=True)
+    assert rc == 0 and res["changed"] and res["current"] == "s2"
+    assert os.readlink(tmp_path / "venv") == str(tmp_path / "venvs" / "s3")
+    rc, back = run(tmp_path, action="switch", name="previous", keep=2)
+    assert rc == 0 and (back["current"], back["previous"]) == ("s2", "s3"), back
+    rc, forward = run(tmp_path, action="switch", name="previous", keep=2)
+    assert rc == 0 and (forward["current"], forward["previous"]) == ("s3", "s2"), forward
+    rc, named = run(tmp_path, action="switch", name="s1", keep=2)
+    assert rc == 0 and named["current"] == "s1" and (tmp_path / "venv" / "bin" / "python").read_text() == "s1"
+
+
+@pytest.mark.parametrize("playbook", ["upgrade.yml", "rollback.yml", "fleet_switch.yml"])
+def test_the_day_two_playbooks_pass_the_syntax_check_with_the_sim_inventory(playbook):
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
+    binary = str(Path(sys.executable).with_name("ansible-playbook"))
+    cmd = [binary, "-i", str(ROOT / "inventories" / "sim"), "--syntax-check", str(ROOT / "playbooks" / playbook)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
