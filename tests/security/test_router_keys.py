@@ -272,12 +272,11 @@ def test_the_playbooks_that_put_replicas_behind_the_router_check_first(playbook)
 @pytest.mark.parametrize("playbook", ["upgrade.yml", "rollback.yml", "fleet_switch.yml", "rolling_restart.yml"])
 def test_a_bad_router_key_stops_every_roll_before_its_first_change(tmp_path, ansible_playbook, playbook):
     """The operator's path: the playbook itself, with a router key the checks refuse. Only the check play runs (no
-    probe, no preflight, no build, no plan, no replica moved). The GPU servers here have a connection that cannot run
-    anything (ssh_executable /bin/false): a playbook that went past its check fails on them, never acts on this
-    host."""
+    probe, no preflight, no build, no plan, no replica moved). No host here has a connection that can run anything
+    (ssh_executable /bin/false): a playbook that went past its check fails on them, never acts on this host; and the
+    check itself needs no connection (a router host that is down still gets it)."""
     inv = _fleet(tmp_path, llmops_router_api_key="short")
-    for host in inv["all"]["children"]["gpu_servers"]["hosts"].values():
-        host.update(ansible_connection="ssh", ansible_ssh_executable="/bin/false")
+    inv["all"]["vars"] = {"ansible_connection": "ssh", "ansible_ssh_executable": "/bin/false"}
     run = ansible_playbook(tmp_path, inv, ROOT / "playbooks" / playbook)
     assert run.returncode != 0
     refusal = "r1: nothing was changed. Expected llmops_router_api_key of at least 8 characters"
