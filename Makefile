@@ -111,6 +111,15 @@ bench-downloads: venv ## the download figures alone (about 4 minutes)
 bench-converged: venv ## converged re-run figures (about 10-15 minutes: a cold converge of three nodes first)
 	python tests/bench/bench_converged.py
 
+# --- day two (issue 28 item 1): build sets side by side, playbooks/upgrade.yml and rollback.yml through the router ---
+# The router fleet's module with its build-set tests switched on (LLMOPS_DAYTWO=1): it builds two real SGLang release
+# trees (v0.5.8 patched, v0.5.9) and rolls the fleet between them under a client loop. Not in `make test` (the minutes
+# it adds are in docs/serving.md). Boots rr1..rr3: run it under the node lock, e.g.
+# flock /work/locks/nodes.lock make test-daytwo
+.PHONY: test-daytwo
+test-daytwo: venv ## build-set upgrade, fault + automatic rollback, rollback.yml on the router fleet (node lock)
+	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider tests/integration/test_router_rolling_on_nodes.py -m node
+
 # --- the example inventory as shipped, end to end (issue 24 item 1): four nodes ex1..ex4 (10.213.0.121-124), site.yml
 # cold to a serving fleet behind the router, then again with changed=0. Not in `make test`: a cold site.yml on ONE
 # node already takes 7.6 min here (molecule default's converge, 2026-12-01) and make test is over its budget; this

@@ -35,6 +35,8 @@ VERSION_KEYS = (
     "torch_cuda",
     "sglang_version",
     "sglang_commit",
+    "build_set",
+    "build_set_previous",
     "model_repo_id",
     "model_revision",
     "model_commit",
@@ -124,6 +126,7 @@ def _gpu_total_gib(record, result):
 def _versions(record):
     rec = record or {}
     model = rec.get("model") or {}
+    sets = rec.get("build_set") if isinstance(rec.get("build_set"), dict) else {}
     out = {
         "driver": rec.get("driver"),
         "cuda": rec.get("cuda"),
@@ -131,6 +134,9 @@ def _versions(record):
         "torch_cuda": rec.get("torch_cuda"),
         "sglang_version": rec.get("sglang_version"),
         "sglang_commit": rec.get("sglang_commit"),
+        # the build set SGLang runs from and the one playbooks/rollback.yml goes to (deployment.json build_set)
+        "build_set": sets.get("current"),
+        "build_set_previous": sets.get("previous"),
         "model_repo_id": model.get("repo_id"),
         "model_revision": model.get("revision"),
         "model_commit": model.get("commit"),

@@ -33,6 +33,8 @@ VERSION_LABELS = (
     ("torch_cuda", "torch built for CUDA"),
     ("sglang_version", "SGLang version"),
     ("sglang_commit", "SGLang commit"),
+    ("build_set", "build set"),
+    ("build_set_previous", "previous build set (rollback)"),
     ("model_repo_id", "model"),
     ("model_revision", "model revision"),
     ("model_commit", "model commit"),

@@ -239,15 +239,51 @@ def test_a_refusal_stops_the_run_before_any_replica_is_planned_or_started(
     assert SECRET not in run.stdout + run.stderr and "Traceback" not in run.stdout + run.stderr
 
 
-@pytest.mark.parametrize("playbook", ["server.yml", "rolling_restart.yml"])
+def _plays(playbook: str) -> list[tuple[str, dict]]:
+    """The plays ``playbook`` runs, in order, with every import_playbook followed: [(file, play)]."""
+    out = []
+    for entry in yaml.safe_load((ROOT / "playbooks" / playbook).read_text()):
+        imported = entry.get("ansible.builtin.import_playbook")
+        out += _plays(imported) if imported else [(playbook, entry)]
+    return out
+
+
+def _is_router_check(play: dict) -> bool:
+    tasks = play.get("tasks", [])
+    first = tasks[0].get("ansible.builtin.include_role", {}) if tasks else {}
+    return (
+        play.get("any_errors_fatal") is True
+        and first.get("name") == "llmops.sglang.router"
+        and first.get("tasks_from") == "checks"
+    )
+
+
+@pytest.mark.parametrize(
+    "playbook", ["server.yml", "rolling_restart.yml", "upgrade.yml", "rollback.yml", "fleet_switch.yml"]
+)
 def test_the_playbooks_that_put_replicas_behind_the_router_check_first(playbook):
-    plays = yaml.safe_load((ROOT / "playbooks" / playbook).read_text())
-    first_server_play = next(i for i, p in enumerate(plays) if "llmops.sglang.server" in json.dumps(p.get("roles", [])))
-    plan = next(i for i, p in enumerate(plays) if p.get("ansible.builtin.import_playbook") == "fleet_roll_plan.yml")
-    assert plan < first_server_play
-    checks = yaml.safe_load(PLAN.read_text())[0]
-    assert checks["any_errors_fatal"] is True
-    assert checks["tasks"][0]["ansible.builtin.include_role"]["tasks_from"] == "checks"
+    """The first play each of them runs is the router's settings-and-keys check (fleet_router_settings.yml); a
+    refusal there ends the run (test_a_bad_router_key_stops_every_roll_before_its_first_change runs them)."""
+    plays = _plays(playbook)
+    assert (plays[0][0], _is_router_check(plays[0][1])) == ("fleet_router_settings.yml", True), plays[0]
+    assert any("llmops.sglang.server" in json.dumps(p) for _, p in plays[1:])  # it does move replicas
+
+
+@pytest.mark.parametrize("playbook", ["upgrade.yml", "rollback.yml", "fleet_switch.yml", "rolling_restart.yml"])
+def test_a_bad_router_key_stops_every_roll_before_its_first_change(tmp_path, ansible_playbook, playbook):
+    """The operator's path: the playbook itself, with a router key the checks refuse. Only the check play runs (no
+    probe, no preflight, no build, no plan, no replica moved). No host here has a connection that can run anything
+    (ssh_executable /bin/false): a playbook that went past its check fails on them, never acts on this host; and the
+    check itself needs no connection (a router host that is down still gets it)."""
+    inv = _fleet(tmp_path, llmops_router_api_key="short")
+    inv["all"]["vars"] = {"ansible_connection": "ssh", "ansible_ssh_executable": "/bin/false"}
+    run = ansible_playbook(tmp_path, inv, ROOT / "playbooks" / playbook)
+    assert run.returncode != 0
+    refusal = "r1: nothing was changed. Expected llmops_router_api_key of at least 8 characters"
+    assert refusal in run.stdout, run.stdout[-3000:]
+    plays = re.findall(r"^PLAY \[(.*)\] \*", run.stdout, re.M)
+    assert plays == [_plays("fleet_router_settings.yml")[0][1]["name"]], plays
+    assert "Traceback" not in run.stdout + run.stderr
 
 
 # -- the launcher: keys in memory, never on the command line ----------------------------------------------------------

@@ -85,6 +85,9 @@ def test_the_check_runs_in_validate_before_anything_changes():
     includes = [t["ansible.builtin.include_role"] for t in before if "ansible.builtin.include_role" in t]
     assert includes == [{"name": "llmops.sglang.preflight", "tasks_from": "discover"}]
     modules = {k.rsplit(".", 1)[-1] for t in before for k in t if k.startswith(("ansible.builtin.", "llmops."))}
+    # build_set only reads which build set runs (action inspect) before the check
+    assert [t["llmops.sglang.build_set"]["action"] for t in before if "llmops.sglang.build_set" in t] == ["inspect"]
+    read_only |= {"build_set"}
     assert modules - {"gpu_facts", "include_role"} <= read_only, modules  # nothing before the check changes the host
     # ... and the discovery the server includes installs nothing: its one package step is preflight's own
     # (guarded by preflight_discover_installs, which only preflight's gpus.yml sets).

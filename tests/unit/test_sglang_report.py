@@ -92,6 +92,21 @@ def test_memory_segments_fill_the_card_when_its_size_is_known():
     assert round(R.memory_segments(fig, pre_load=94.2)["other"], 2) == 0.25
 
 
+def test_the_report_shows_the_current_and_the_previous_build_set():
+    record = {"build_set": {"current": "v0.5.9-3f2a9c0d4b1e7a55", "previous": "v0.5.8-0123456789abcdef"}}
+    entry = R.host_entry("rr1", record=record)
+    assert entry["versions"]["build_set"] == "v0.5.9-3f2a9c0d4b1e7a55"
+    assert entry["versions"]["build_set_previous"] == "v0.5.8-0123456789abcdef"
+    page = H.render(R.build_report([entry]))
+    assert (
+        '<tr data-key="build_set"><th>build set</th><td title="v0.5.9-3f2a9c0d4b1e7a55">v0.5.9-3f2a9c0d4b1e7a55<'
+        in page
+    )
+    assert 'previous build set (rollback)</th><td title="v0.5.8-0123456789abcdef">' in page
+    older = R.host_entry("rr2", record={"driver": "580.95.05"})  # a record from before build sets
+    assert older["versions"]["build_set"] is None and older["versions"]["build_set_previous"] is None
+
+
 def test_record_alone_gives_versions_and_older_records_still_render():
     record = {
         "driver": "580.95.05",

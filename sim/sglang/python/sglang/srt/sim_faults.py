@@ -20,7 +20,10 @@ Each fault is ``KIND[@PHASE] [key=value ...]``:
 =================  ==================================================================================================
 
 Keys: ``rank=N`` (rank index inside the TP x PP group - the global rank with ``--nnodes``: TP8-15 on node 1 of a
-TP16 server -, ``all`` for every rank), ``seconds=N``.
+TP16 server -, ``all`` for every rank), ``seconds=N``, ``release=X.Y.Z`` (the fault applies only when the ``sglang``
+distribution installed in the interpreter's environment has that version, a local or dev suffix aside: the stand-in
+run through ``PYTHONPATH`` from a build set holding a real release's wheel plays that release, so a test can make one
+build set fail and not the other).
 Phases, in order: started, weights_loading, weights_loaded, kv_allocated, memory_pool_ready, cuda_graph_capturing,
 cuda_graph_captured (scheduler processes), http_up, ready (HTTP/parent process; crash@ready kills a scheduler right
 after the ready line, hang@ready makes the schedulers stop answering).
@@ -63,10 +66,27 @@ class Fault:
     seconds: float | None = None
     params: dict = field(default_factory=dict)
 
+    def applies(self) -> bool:
+        """A ``release=`` fault applies only under the SGLang release installed beside the stand-in."""
+        if "release" not in self.params:
+            return True
+        installed, wanted = installed_release() or "", self.params["release"]
+        return installed == wanted or installed.startswith((wanted + "+", wanted + ".dev"))
+
     def targets(self, rank: int) -> bool:
         if self.rank is None:
             return rank == 0 if self.kind in ("crash", "oom") else True
         return self.rank < 0 or self.rank == rank
+
+
+def installed_release() -> str | None:
+    """The version of the ``sglang`` distribution in this interpreter's environment (None when there is none)."""
+    try:
+        import importlib.metadata as md
+
+        return md.version("sglang")
+    except Exception:  # no distribution: the stand-in runs from a source tree without metadata
+        return None
 
 
 class FaultSpecError(ValueError):
@@ -127,7 +147,7 @@ class FaultInjector:
 
     def find(self, kind: str, phase: str | None = None) -> Fault | None:
         for f in self.faults:
-            if f.kind == kind and (phase is None or f.phase == phase) and f.targets(self.rank):
+            if f.kind == kind and (phase is None or f.phase == phase) and f.targets(self.rank) and f.applies():
                 return f
         return None
 
