@@ -118,8 +118,8 @@ class Fleet:
             ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS),
             ANSIBLE_STDOUT_CALLBACK="it_json",
             PATH=f"{VENV_BIN}:{env.get('PATH', '')}",
-            **(env_extra or {}),
         )
+        env.update(env_extra or {})
         cmd = [shutil.which("ansible-playbook", path=env["PATH"]), "-i", str(self.inventory)]
         if extra:
             cmd += ["-e", json.dumps(extra)]
@@ -256,8 +256,10 @@ def prepared_fleet(work) -> Fleet:
         "hosts": REPLICAS,
         "vars": {
             "llmops_server_host": "0.0.0.0",
-            # each request takes 50 ms of "decoding", so that drains have something to wait for
-            "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.05"},
+            # each request takes 250 ms of "decoding": the client loop's 4 threads keep about 4 requests in flight
+            # (about 2 per replica) at every moment, so each drain has requests to wait for, at about 16 requests/s
+            # instead of the 35/s that 50 ms allowed (the loop's CPU is taken from every other test stream)
+            "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.25"},
             "server_progress_interval": 5,
         },
     }
@@ -275,13 +277,36 @@ def prepared_fleet(work) -> Fleet:
     return f
 
 
+def recap(run: Run) -> dict[str, dict[str, int]]:
+    """PLAY RECAP of a run with the default stdout callback: {host: {"ok": n, "changed": n, ...}}."""
+    rows = re.findall(r"^(\S+)\s+: (ok=.*)$", run.stdout, re.M)
+    return {h: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)} for h, counts in rows}
+
+
+def fleet_secrets(fleet: Fleet) -> dict[str, str]:
+    """Every key the collection generated for this fleet (credentials/: the router's two, each replica's two)."""
+    d = fleet.inventory / "credentials"
+    return {p.name: p.read_text().strip() for p in sorted(d.iterdir()) if p.is_file()}
+
+
 def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
     run = fleet.playbook(STAGES)
     assert run.rc == 0, run.why()
     assert fleet.workers() == {u: True for u in URLS}
-    again = fleet.playbook(STAGES)
-    assert again.rc == 0 and again.changed() == [], (again.changed(), again.why())
-    FIGURES.append(f"stages to 2 healthy replicas behind the router: {run.seconds:.0f} s; re-run {again.seconds:.0f} s")
+    # The re-run as an operator sees it at the highest verbosity (the default callback, -vvvv): it changes nothing,
+    # and no key of the fleet shows in it (nor in the first run's results).
+    again = fleet.playbook(STAGES, env_extra={"ANSIBLE_STDOUT_CALLBACK": "default"}, options=("-vvvv",))
+    counts = recap(again)
+    assert again.rc == 0 and set(counts) >= {*REPLICAS, ROUTER}, (counts, again.stdout[-3000:])
+    assert {h: c["changed"] for h, c in counts.items() if c["changed"] or c["failed"]} == {}, counts
+    secrets = fleet_secrets(fleet)
+    assert len(secrets) == 6 and all(len(v) >= 32 for v in secrets.values()), sorted(secrets)
+    seen = run.stdout + run.stderr + again.stdout + again.stderr
+    assert [name for name, value in secrets.items() if value in seen] == []
+    FIGURES.append(
+        f"stages to 2 healthy replicas behind the router: {run.seconds:.0f} s; re-run at -vvvv {again.seconds:.0f} s "
+        f"({len(again.stdout) // 1024} KiB of output, none of the fleet's {len(secrets)} keys in it)"
+    )
     unit = ssh(fleet.key, ROUTER_IP, "systemctl cat sglang-router.service")
     assert "--policy cache_aware" in unit.replace('"', "") and "--prometheus-port 29000" in unit.replace('"', "")
     assert ssh(fleet.key, ROUTER_IP, "/opt/sglang-router/venv/bin/pip show sglang-router | sed -n 2p").strip() == (
@@ -362,24 +387,63 @@ def test_an_anonymous_client_cannot_use_the_control_plane_or_the_replicas_admin_
     )
 
 
-def test_a_rolling_restart_under_load_fails_no_request(fleet):
-    pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
-    before = fleet.served_by_worker()
-    loop = ClientLoop(limit=20000, deadline=600, key=fleet.client_key).start()
-    fleet.wait_served_by_both(before)  # the loop is under way on both replicas before the roll starts
-    run = fleet.playbook(["playbooks/rolling_restart.yml"])
-    loop.stop()
-    after = fleet.served_by_worker()
-    assert run.rc == 0, run.why()
-    assert all(fleet.main_pid(ip) != pid for ip, pid in pids.items()), "a replica was not restarted"
-    assert fleet.workers() == {u: True for u in URLS}
-    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
-    served = {u: after[u] - before[u] for u in URLS}
-    assert all(n > 0 for n in served.values()), served
-    FIGURES.append(
-        f"rolling restart of 2 replicas under the loop: {run.seconds:.0f} s, {loop.codes[200]} requests served "
-        f"during it, {loop.failed} failed; per replica {served}; memory (MiB RSS) {fleet.memory_mib()}"
-    )
+# What listens on the fleet, read with ss on every node, against docs/security.md's table of listeners: each TCP
+# listener the collection opened is a row there (its port) and binds where that row says by default or where this
+# fleet's inventory sets it (llmops_server_host 0.0.0.0 on the replicas); the nodes' own sshd is the only other one.
+INVENTORY_BINDS = {"llmops_server_host": "0.0.0.0"}
+NODE_OWN = {"sshd"}
+
+
+def documented_listeners() -> dict[int, tuple[str | None, str]]:
+    """{port: (bind variable or None when fixed, default bind)} from the Listeners table of docs/security.md."""
+    text = (ROOT / "docs" / "security.md").read_text()
+    table = text.split("## Listeners", 1)[1].split("\n## ", 1)[0]
+    out = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 7 or not line.startswith("| "):
+            continue
+        port = re.match(r"`(\w+)` = `(\d+)`", cells[1])
+        bind = re.match(r"`(\w+)` = `([^`]+)`", cells[2]) or re.match(r"fixed `([^`]+)`", cells[2])
+        if port and bind:
+            out[int(port.group(2))] = (bind.group(1), bind.group(2)) if bind.lastindex == 2 else (None, bind.group(1))
+    return out
+
+
+def listening(fleet: Fleet, ip: str) -> set[tuple[str, int, str]]:
+    """(address, port, process name) of every TCP socket listening on the node at ``ip`` (ss -ltnp)."""
+    out = set()
+    for line in ssh(fleet.key, ip, "ss -ltnpH").splitlines():
+        fields = line.split()
+        addr, port = fields[3].rsplit(":", 1)
+        proc = re.search(r'users:\(\("([^"]+)"', line)
+        out.add((addr.strip("[]"), int(port), proc.group(1) if proc else "?"))
+    return out
+
+
+def test_every_listener_on_the_fleet_is_in_docs_security_md_and_binds_where_it_says(fleet):
+    documented = documented_listeners()
+    assert {30000, 30080, 29000, 20000, 8765} <= set(documented), documented
+    nodes = {**REPLICAS, ROUTER: ROUTER_IP}
+    seen = {name: listening(fleet, ip) for name, ip in nodes.items()}
+    stray, wrong = [], []
+    for name, rows in seen.items():
+        for addr, port, proc in sorted(rows):
+            if proc in NODE_OWN:
+                continue
+            if port not in documented:
+                stray.append((name, addr, port, proc))
+                continue
+            var, default = documented[port]
+            want = INVENTORY_BINDS.get(var, default)
+            if addr != want and not (want == "0.0.0.0" and addr in ("*", "::")):
+                wrong.append((name, addr, port, proc, f"docs: {var or 'fixed'} = {want}"))
+    assert stray == [], f"listeners docs/security.md does not list: {stray}"
+    assert wrong == [], f"listeners bound elsewhere than docs/security.md says: {wrong}"
+    ports = {name: sorted({p for _, p, proc in rows if proc not in NODE_OWN}) for name, rows in seen.items()}
+    # what this fleet must have open: each replica's API, the router's data plane and its exporter
+    assert ports == {"rr1": [SERVER_PORT], "rr2": [SERVER_PORT], ROUTER: [METRICS_PORT, ROUTER_PORT]}, ports
+    FIGURES.append(f"listeners (ss -ltnp) but sshd: {ports}; each as docs/security.md's table says")
 
 
 def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
@@ -401,8 +465,13 @@ def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
     )
 
 
-def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_serving(fleet):
-    rr2 = REPLICAS["rr2"]
+# playbooks/rolling_restart.yml, once (each roll of this fleet takes minutes on the test machine, so one roll proves
+# both paths): rr1, first in the order, is drained, restarted, ready and back in the router under the client loop;
+# rr2 then does not come back, which stops the roll while rr1 keeps serving. The success path of a whole roll of both
+# replicas is the flag change above (playbooks/server.yml, the same serial plays with drain and rejoin).
+def test_a_rolling_restart_restarts_a_replica_under_load_and_one_that_does_not_come_back_stops_the_roll(fleet):
+    rr1, rr2 = REPLICAS["rr1"], REPLICAS["rr2"]
+    rr1_pid = fleet.main_pid(rr1)
     ssh(fleet.key, rr2, "mkdir -p /etc/sglang-sim && echo 'crash@weights_loading' > /etc/sglang-sim/fault")
     try:
         before = fleet.served_by_worker()
@@ -410,15 +479,25 @@ def test_a_replica_that_does_not_come_back_stops_the_roll_and_the_other_keeps_se
         fleet.wait_served_by_both(before)
         run = fleet.playbook(["playbooks/rolling_restart.yml"])
         loop.stop()
+        after = fleet.served_by_worker()
         assert run.rc != 0
         failures = run.failures()
         assert [h for h, _, _ in failures] == ["rr2"], failures
         assert "SGLang did not become ready" in failures[0][2], failures[0][2]
-        assert fleet.workers() == {f"http://{REPLICAS['rr1']}:{SERVER_PORT}": True}
+        # rr1 was restarted (a new main process), drained first and put back: the router sends to it alone
+        assert fleet.main_pid(rr1) != rr1_pid, "rr1 was not restarted"
+        drained = [
+            (h, n) for h, n, r in run.results() if n.startswith("Report the drain") and r.get("_it_status") == "ok"
+        ]
+        assert [h for h, _ in drained] == ["rr1", "rr2"], drained
+        assert fleet.workers() == {f"http://{rr1}:{SERVER_PORT}": True}
         assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+        assert after[f"http://{rr1}:{SERVER_PORT}"] > before[f"http://{rr1}:{SERVER_PORT}"]
         assert ssh(fleet.key, rr2, "systemctl is-active sglang.service", check=False).strip() != "active"
         FIGURES.append(
-            f"replica that does not come back: roll stopped after {run.seconds:.0f} s: {failures[0][2][:160]}"
+            f"rolling_restart.yml under the loop: rr1 restarted and back, rr2 did not come back and stopped the roll "
+            f"after {run.seconds:.0f} s; {loop.codes[200]} requests served during it, {loop.failed} failed; memory "
+            f"(MiB RSS) {fleet.memory_mib()}; rr2's diagnosis: {failures[0][2][:160]}"
         )
     finally:
         ssh(fleet.key, rr2, "rm -f /etc/sglang-sim/fault")
@@ -445,7 +524,7 @@ def daytwo_vars(fleet: Fleet, version: str) -> dict:
         "python_env_wheelhouse": str(fleet.work / "wheelhouse"),
         "python_env_build_set_min_free_gib": 0.5,
         "llmops_build_sets_keep": 1,
-        "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.05", "PYTHONPATH": "/opt/sglang-sim/python"},
+        "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.25", "PYTHONPATH": "/opt/sglang-sim/python"},
     }
 
 
