@@ -185,3 +185,43 @@ def test_a_bad_event_is_one_line_and_writes_nothing(tmp_path):
     res = run_module(tmp_path, {"path": str(path), "roll": "", "events": [{"event": "drained"}]})
     assert res.get("failed") and "Nothing was written" in res["msg"] and "\n" not in res["msg"]
     assert not path.exists()
+
+
+# --- one writer per record, one writer per step ------------------------------------------------------------------
+
+
+def _tasks(node):
+    """Every task mapping in a loaded tasks file or playbook, blocks and rescues included."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _tasks(item)
+    elif isinstance(node, dict):
+        if any(k in node for k in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks")):
+            for k in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks"):
+                yield from _tasks(node.get(k) or [])
+        else:
+            yield node
+
+
+def test_only_the_writer_writes_deployment_json_and_each_step_has_one_place():
+    import yaml
+
+    files = sorted((ROOT / "roles").glob("*/tasks/*.yml")) + sorted((ROOT / "playbooks").glob("*.yml"))
+    readers = {"ansible.builtin.slurp", "ansible.builtin.stat", "llmops.sglang.deployment_record"}
+    steps = {}
+    for path in files:
+        for task in _tasks(yaml.safe_load(path.read_text()) or []):
+            module = next((k for k in task if "." in k and k.split(".")[0] in ("ansible", "llmops")), None)
+            if module and "deployment.json" in json.dumps(task.get(module)):
+                assert module in readers, (path, task.get("name"))
+            if module == "llmops.sglang.deployment_record" and "events" in task[module]:
+                where = str(path.relative_to(ROOT))
+                for e in task[module]["events"]:
+                    steps.setdefault(e["event"], set()).add(where)
+                assert "not ansible_check_mode" in task.get("when", []), (where, task["name"])  # check mode: no step
+    # "ready"/"failed" are one templated event in attempt.yml
+    expected = {e: {where} for e, (_, where) in dr.EVENTS.items() if e not in ("ready", "failed")}
+    steps_by_name = {k: v for k, v in steps.items() if "{{" not in k}
+    assert steps_by_name == expected, steps_by_name
+    assert [v for k, v in steps.items() if "{{" in k] == [{dr.EVENTS["ready"][1]}]
+    assert dr.EVENTS["ready"][1] == dr.EVENTS["failed"][1]
