@@ -183,7 +183,19 @@ def add_events(old, roll, events, secrets=(), now=None):
     out = dict(old) if isinstance(old, dict) else {}
     current = out.get("roll") if isinstance(out.get("roll"), dict) else {}
     kept = list(current.get("events") or []) if current.get("id") == roll else []
-    kept.extend(new_event(e.get("event"), e.get("at"), e, now) for e in events if isinstance(e, dict))
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        # a rejoin is a step of this roll only after this roll's drain (server.yml puts every replica back into the
+        # router on every run, also when nothing restarted: that is no step, and a re-run must change nothing)
+        if e.get("event") == "rejoined":
+            names = [k.get("event") for k in kept]
+            drained = max((i for i, n in enumerate(names) if n == "drained"), default=-1)
+            if drained < 0 or "rejoined" in names[drained:]:
+                continue
+        kept.append(new_event(e.get("event"), e.get("at"), e, now))
+    if not kept and current.get("id") != roll:
+        return out  # nothing of this roll to record: the record stays as it is
     out["roll"] = {"id": roll, "events": scrub(kept[-MAX_EVENTS:], secrets)}
     return out
 

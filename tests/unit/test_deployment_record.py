@@ -225,3 +225,12 @@ def test_only_the_writer_writes_deployment_json_and_each_step_has_one_place():
     assert steps_by_name == expected, steps_by_name
     assert [v for k, v in steps.items() if "{{" in k] == [{dr.EVENTS["ready"][1]}]
     assert dr.EVENTS["ready"][1] == dr.EVENTS["failed"][1]
+
+
+def test_a_rejoin_without_this_rolls_drain_is_no_step_so_a_rerun_changes_nothing():
+    # found on nodes (2026-12-02): server.yml puts every replica back into the router on every run; the re-run of the
+    # router module recorded a "rejoined" and reported changed
+    assert dr.add_events({}, "r1", [{"event": "rejoined"}], now=NOW) == {}
+    rec = dr.add_events({}, "r1", [{"event": "drained"}, {"event": "rejoined"}], now=NOW)
+    assert dr.add_events(rec, "r1", [{"event": "rejoined"}], now=NOW) == rec
+    assert dr.add_events(rec, "r2", [{"event": "rejoined"}], now=NOW) == rec
