@@ -2,18 +2,18 @@
 
 rr1 and rr2 (10.213.0.111-112, 8 x RTX PRO 6000 each) are one replica each; rr3 (10.213.0.113, no GPU) is the
 sglang_routers host. The module runs the preflight, model, server and router stages (playbooks/*.yml, the sim
-inventory's group_vars), then, on the same nodes in file order: a bounded client loop through the router that both
-replicas serve (the router's own per-worker Prometheus counters say so), a rolling restart of both replicas under that
-loop with no failed request, a replica that does not come back during a roll (the stand-in's crash fault), bad router
-input, and the router host down. The fleet runs with the keys the collection generates by default (the router's
+inventory's group_vars; the re-run at -vvvv), then, on the same nodes in file order: a bounded client loop through the
+router that both replicas serve (the router's own per-worker Prometheus counters say so), the anonymous-client checks,
+every listener against docs/security.md, a flag change through the server stage that rolls both replicas under the
+loop with no failed request, one rolling_restart.yml in which rr1 comes back and rr2 does not (the roll stops), bad
+router input, and the router host down. The fleet runs with the keys the collection generates by default (the router's
 data-plane and control-plane keys, each replica's API and admin keys, in the inventory's credentials/ directory): the
 client loop sends the data-plane key; anonymous clients are refused the control plane and the replicas' admin routes,
-and no key shows in the router's command line, unit or journal. Figures (wall time, requests during the roll, the
-nodes' memory) are printed.
+and no key shows in the router's command line, unit, journal or the -vvvv output. Figures (wall time, requests during
+the roll, the nodes' memory) are printed.
 
-Run under the node lock (939 s on 2026-12-01 with the keys, 743 s the run before them on the same machine; one run
-each, load not controlled):
-    flock /run/llmops-nodes.lock .venv/bin/pytest -s tests/integration/test_router_rolling_on_nodes.py -m node
+Run under the node lock (770 s alone on 2026-12-02, 13 passed, the day-two cases skipped):
+    flock /work/locks/nodes.lock .venv/bin/pytest -s tests/integration/test_router_rolling_on_nodes.py -m node
 """
 
 from __future__ import annotations
