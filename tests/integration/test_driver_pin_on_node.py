@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
+from _node_util import PLAYBOOK_GUARD, ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
 
 NAME = os.environ.get("GS_PIN_NODE_NAME", "gs4")
 IP = os.environ.get("GS_PIN_NODE_IP", "10.213.0.44")
@@ -39,7 +39,9 @@ def play(inventory: Path) -> subprocess.CompletedProcess:
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook), "--tags", "driver"]
     cmd += ["--diff"]
     cmd += ["-e", json.dumps(EXTRA)]
-    return subprocess.run(cmd, capture_output=True, text=True, env=stage_env(), cwd=ROOT, timeout=900, check=False)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=stage_env(), cwd=ROOT, timeout=PLAYBOOK_GUARD, check=False
+    )
 
 
 def recap(result: subprocess.CompletedProcess) -> dict:

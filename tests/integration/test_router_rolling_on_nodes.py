@@ -31,7 +31,7 @@ import uuid
 from collections import Counter
 
 import pytest
-from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, fleet_inventory, sim_node, ssh_key
+from _node_util import CALLBACKS, PLAYBOOK_GUARD, ROOT, VENV_BIN, booted_nodes, fleet_inventory, sim_node, ssh_key
 from events import GUARD, wait_until
 
 pytestmark = pytest.mark.node
@@ -110,7 +110,7 @@ class Fleet:
     def admin_key(self) -> str:
         return credential(self.inventory, "router-admin-key")
 
-    def playbook(self, playbooks, extra=None, timeout=600, env_extra=None, options=()) -> Run:
+    def playbook(self, playbooks, extra=None, timeout=PLAYBOOK_GUARD, env_extra=None, options=()) -> Run:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
         env.update(
             ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),

@@ -21,7 +21,7 @@ import urllib.request
 import uuid
 
 import pytest
-from _node_util import CALLBACKS, ROOT, TIME_SCALE, VENV_BIN, booted, one_host_inventory, ssh_key
+from _node_util import CALLBACKS, PLAYBOOK_GUARD, ROOT, TIME_SCALE, VENV_BIN, booted, one_host_inventory, ssh_key
 
 pytestmark = pytest.mark.node
 
@@ -148,7 +148,14 @@ def playbook(node, playbooks, extra=None, *, json_out=True, verbose=None, env_ex
     cmd += [str(ROOT / pb) for pb in playbooks]
     t0 = time.time()
     proc = subprocess.run(
-        cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+        cmd,
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PLAYBOOK_GUARD,
+        stdin=subprocess.DEVNULL,
     )
     doc = None
     if json_out:

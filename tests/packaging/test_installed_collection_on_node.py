@@ -95,7 +95,7 @@ def node(request, tmp_path_factory):
             MOLECULE_PROJECT_DIRECTORY=str(ROOT),
             MOLECULE_EPHEMERAL_DIRECTORY=str(work),
         ),
-        timeout=600,
+        timeout=3600,  # hang guards only, far above the runs' durations under load (tests/integration/_node_util.py)
     )
     assert prep.returncode == 0, prep.stdout[-3000:] + prep.stderr[-3000:]
     model = work / "model"
@@ -110,7 +110,7 @@ def node(request, tmp_path_factory):
 def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, node):
     p = installed.run(
         [tool("ansible-playbook"), "-i", str(node.inventory), "llmops.sglang.site", "--tags", "server", "-vv"],
-        timeout=900,
+        timeout=3600,
         ANSIBLE_CALLBACKS_ENABLED="llmops.sglang.sglang_progress",
     )
     out = p.stdout + p.stderr
