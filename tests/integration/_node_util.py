@@ -32,10 +32,6 @@ SRC_FIXED = "/opt/sglang-src"
 SRC_NOFIX = "/opt/sglang-src-nofix"
 PORT = 30000
 TIME_SCALE = "0.2"
-# The hang guard of one ansible-playbook run in a node test: far above any run's real duration (a cold three-node
-# site.yml took 514 s alone and 1236 s beside make test on this 2-core machine, 2026-12-02), since a guard the load
-# can reach is a timing failure; the playbooks bound their own waits (readiness, drains, downloads).
-PLAYBOOK_GUARD = 3600
 # the reference story's launch that worked: 0.88 with --max-running-requests 64
 BASE_ARGS = [
     "--model-path", MODEL, "--tp", "8", "--mem-fraction-static", "0.88", "--max-running-requests", "64",
@@ -388,3 +384,9 @@ def record(case: str, outcome: str, decided: float | None, returned: float | Non
         return "-" if x is None else f"{x:.2f}"
 
     FIGURES.append((case, outcome, fmt(decided), fmt(returned), note))
+
+
+def play_recap(stdout: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP of ansible-playbook's default output: {host: {"ok": n, "changed": n, "unreachable": n, ...}}."""
+    rows = re.findall(r"^(\S+)\s+:\s+(ok=\d+.*)$", stdout, re.M)
+    return {host: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)} for host, counts in rows}

@@ -26,7 +26,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _node_util import PLAYBOOK_GUARD, ROOT, VENV_BIN, Node, booted_nodes, fleet_inventory, ssh_key
+from _node_util import ROOT, VENV_BIN, Node, booted_nodes, fleet_inventory, ssh_key
+from events import PLAYBOOK_GUARD
 
 pytestmark = pytest.mark.node
 

@@ -18,7 +18,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _node_util import PLAYBOOK_GUARD, ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
+from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
+from events import PLAYBOOK_GUARD
 
 NAME = os.environ.get("GS_NODE_NAME", "gs1")
 IP = os.environ.get("GS_NODE_IP", "10.213.0.41")

@@ -31,8 +31,8 @@ import uuid
 from collections import Counter
 
 import pytest
-from _node_util import CALLBACKS, PLAYBOOK_GUARD, ROOT, VENV_BIN, booted_nodes, fleet_inventory, sim_node, ssh_key
-from events import GUARD, wait_until
+from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, fleet_inventory, play_recap, sim_node, ssh_key
+from events import GUARD, PLAYBOOK_GUARD, wait_until
 
 pytestmark = pytest.mark.node
 
@@ -277,12 +277,6 @@ def prepared_fleet(work) -> Fleet:
     return f
 
 
-def recap(run: Run) -> dict[str, dict[str, int]]:
-    """PLAY RECAP of a run with the default stdout callback: {host: {"ok": n, "changed": n, ...}}."""
-    rows = re.findall(r"^(\S+)\s+: (ok=.*)$", run.stdout, re.M)
-    return {h: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)} for h, counts in rows}
-
-
 def fleet_secrets(fleet: Fleet) -> dict[str, str]:
     """Every key the collection generated for this fleet (credentials/: the router's two, each replica's two)."""
     d = fleet.inventory / "credentials"
@@ -296,7 +290,7 @@ def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
     # The re-run as an operator sees it at the highest verbosity (the default callback, -vvvv): it changes nothing,
     # and no key of the fleet shows in it (nor in the first run's results).
     again = fleet.playbook(STAGES, env_extra={"ANSIBLE_STDOUT_CALLBACK": "default"}, options=("-vvvv",))
-    counts = recap(again)
+    counts = play_recap(again.stdout)
     assert again.rc == 0 and set(counts) >= {*REPLICAS, ROUTER}, (counts, again.stdout[-3000:])
     assert {h: c["changed"] for h, c in counts.items() if c["changed"] or c["failed"]} == {}, counts
     secrets = fleet_secrets(fleet)

@@ -21,7 +21,8 @@ import urllib.request
 import uuid
 
 import pytest
-from _node_util import CALLBACKS, PLAYBOOK_GUARD, ROOT, TIME_SCALE, VENV_BIN, booted, one_host_inventory, ssh_key
+from _node_util import CALLBACKS, ROOT, TIME_SCALE, VENV_BIN, booted, one_host_inventory, ssh_key
+from events import PLAYBOOK_GUARD
 
 pytestmark = pytest.mark.node
 
