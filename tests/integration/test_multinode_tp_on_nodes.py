@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from _node_util import CALLBACKS, MAKE_MODEL, ROOT, VENV_BIN, booted_nodes, fleet_inventory, ssh_key
+from node_ssh import ssh_run
 
 pytestmark = pytest.mark.node
 
@@ -42,13 +43,7 @@ T0 = time.monotonic()
 
 
 def ssh(key, ip, cmd, check=True):
-    p = subprocess.run(
-        ["ssh", "-i", key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
-         "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", f"root@{ip}", cmd],
-        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert not check or p.returncode == 0, f"{ip}: `{cmd}` exited {p.returncode}: {p.stderr}"
-    return p.stdout
+    return ssh_run(key, ip, cmd, check=check, text=True, timeout=120).stdout
 
 
 def node_rss_mib(name: str) -> float:

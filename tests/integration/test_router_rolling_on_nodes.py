@@ -31,8 +31,18 @@ import uuid
 from collections import Counter
 
 import pytest
-from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, fleet_inventory, play_recap, sim_node, ssh_key
+from _node_util import (
+    CALLBACKS,
+    ROOT,
+    VENV_BIN,
+    booted_nodes,
+    fleet_inventory,
+    play_recap,
+    sim_node,
+    ssh_key,
+)
 from events import GUARD, PLAYBOOK_GUARD, wait_until
+from node_ssh import ssh_run
 
 pytestmark = pytest.mark.node
 
@@ -46,14 +56,7 @@ FIGURES: list[str] = []
 
 
 def ssh(key: str, ip: str, cmd: str, check: bool = True) -> str:
-    p = subprocess.run(
-        ["ssh", "-i", key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", f"root@{ip}", cmd],
-        check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    if check and p.returncode != 0:
-        raise AssertionError(f"`{cmd}` on {ip} exited {p.returncode}: {p.stderr}")
-    return p.stdout
+    return ssh_run(key, ip, cmd, check=check, text=True).stdout
 
 
 class Run:

@@ -23,6 +23,7 @@ import uuid
 import pytest
 from _node_util import CALLBACKS, ROOT, TIME_SCALE, VENV_BIN, booted, one_host_inventory, ssh_key
 from events import PLAYBOOK_GUARD
+from node_ssh import ssh_run
 
 pytestmark = pytest.mark.node
 
@@ -40,32 +41,10 @@ class Node:
         self.key = key
 
     def sh(self, cmd, check=True, input=None):
-        p = subprocess.run(
-            [
-                "ssh",
-                "-i",
-                self.key,
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                "UserKnownHostsFile=/dev/null",
-                "-o",
-                "LogLevel=ERROR",
-                f"root@{IP}",
-                cmd,
-            ],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-        if check and p.returncode != 0:
-            raise AssertionError(f"`{cmd}` on {NODE} exited {p.returncode}: {p.stderr}")
-        return p.stdout
+        try:
+            return ssh_run(self.key, IP, cmd, check=check, text=True, timeout=120, input=input).stdout
+        except AssertionError as e:
+            raise AssertionError(f"{NODE}: {e}") from None
 
     def record(self):
         return json.loads(self.sh("cat /var/lib/llmops-sglang/deployment.json"))

@@ -24,13 +24,12 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, clean_env, run, tool
 from events import PLAYBOOK_GUARD
+from node_ssh import ssh_run
 
 pytestmark = pytest.mark.node
 
 NODE = os.environ.get("PK_NODE_NAME", "pk1")
 IP = os.environ.get("PK_NODE_IP", "10.213.0.95")
-SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
-SSH += ["-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"]
 MODEL_DIR = "/opt/models/GLM-5-NVFP4"  # llmops_model_dir in inventories/sim/group_vars/gpu_servers/server.yml
 
 
@@ -46,17 +45,10 @@ class Node:
         self.key = key
 
     def ssh(self, cmd: str, *, input: bytes | None = None, check: bool = True) -> str:
-        p = subprocess.run(
-            [*SSH, "-i", self.key, f"root@{IP}", cmd],
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-        if check and p.returncode != 0:
-            raise AssertionError(f"`{cmd}` on {NODE} exited {p.returncode}: {p.stderr.decode(errors='replace')}")
-        return p.stdout.decode(errors="replace")
+        try:
+            return ssh_run(self.key, IP, cmd, check=check, timeout=120, input=input).stdout.decode(errors="replace")
+        except AssertionError as e:
+            raise AssertionError(f"{NODE}: {e}") from None
 
 
 @pytest.fixture(scope="module")
