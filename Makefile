@@ -100,13 +100,14 @@ sanity: venv ## ansible-test sanity on the built collection (scripts/ansible-tes
 bench: venv ## prints the figures; exits non-zero when a target is missed
 	python tests/bench/bench_readiness.py
 	python tests/bench/bench_downloads.py  # downloads (hf_snapshot vs hf download, once per fleet)
+	python tests/bench/bench_converged.py  # converged site.yml on 1 and 3 nodes vs ansible -m ping (boots bc1..bc3)
 
 bench-downloads: venv ## the download figures alone (about 4 minutes)
 	python tests/bench/bench_downloads.py
 
 # --- facts (issue 24): a converged site.yml on one node and on three, beside `ansible -m ping` of the same hosts ------
 # Boots bc1..bc3 (10.213.0.131-133): run it under the node lock, e.g. flock /work/locks/nodes.lock make bench-converged
-# Not yet part of `make bench`: it has not been run (no figure yet); it joins `bench` once it has printed one.
+# Also the last part of `make bench` (which therefore boots nodes too).
 .PHONY: bench-converged
 bench-converged: venv ## converged re-run figures (about 10-15 minutes: a cold converge of three nodes first)
 	python tests/bench/bench_converged.py

@@ -16,6 +16,10 @@ import time
 from pathlib import Path
 
 GUARD = 300.0
+# The hang guard of one ansible-playbook run in a node test: far above any run's real duration (a cold three-node
+# site.yml took 514 s alone and 1236 s beside make test on this 2-core machine, 2026-12-02), since a guard the load
+# can reach is a timing failure; the playbooks bound their own waits (readiness, drains, downloads).
+PLAYBOOK_GUARD = 3600
 
 # x86-64 and arm64 numbers of the system calls time.sleep() blocks in (clock_nanosleep, nanosleep; select, pselect6
 # on older Pythons): a Python program blocked in one of them sleeps in its own code.

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from node_ssh import ssh_run
+
 ROOT = Path(__file__).resolve().parents[2]
 SIM_NODE = ROOT / "sim" / "node"
 SIM_SGLANG = ROOT / "sim" / "sglang"
@@ -151,46 +153,17 @@ class Node:
 
     def __init__(self, name: str, ip: str, key: str, control_dir: Path):
         self.name, self.ip, self.key = name, ip, key
-        self.ssh_base = [
-            "ssh",
-            "-i",
-            key,
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "LogLevel=ERROR",
-            "-o",
-            "ConnectTimeout=5",
-            "-o",
-            "ControlMaster=auto",
-            "-o",
-            f"ControlPath={control_dir}/%C",
-            "-o",
-            "ControlPersist=120",
-            f"root@{ip}",
-        ]
+        # one connection per node for the session's commands (ControlMaster), as ansible keeps its own
+        self.ssh_opts = ("-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir}/%C", "-o", "ControlPersist=120")
         self.control_dir = control_dir
         self.tz_offset = 0.0
 
     # -- ssh ------------------------------------------------------------------------------------------------------
     def run(self, cmd: str, *, check: bool = True, timeout: float = 60, input: bytes | None = None):
-        p = subprocess.run(
-            [*self.ssh_base, cmd],
-            check=False,
-            capture_output=True,
-            timeout=timeout,
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-        if check and p.returncode != 0:
-            raise AssertionError(
-                f"on {self.name}: `{cmd}` exited {p.returncode}: {p.stderr.decode(errors='replace').strip()}"
-            )
-        return p
+        try:
+            return ssh_run(self.key, self.ip, cmd, check=check, timeout=timeout, input=input, opts=self.ssh_opts)
+        except AssertionError as e:
+            raise AssertionError(f"on {self.name}: {e}") from None
 
     def sh(self, cmd: str, **kw) -> str:
         return self.run(cmd, **kw).stdout.decode(errors="replace")
@@ -384,3 +357,9 @@ def record(case: str, outcome: str, decided: float | None, returned: float | Non
         return "-" if x is None else f"{x:.2f}"
 
     FIGURES.append((case, outcome, fmt(decided), fmt(returned), note))
+
+
+def play_recap(stdout: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP of ansible-playbook's default output: {host: {"ok": n, "changed": n, "unreachable": n, ...}}."""
+    rows = re.findall(r"^(\S+)\s+:\s+(ok=\d+.*)$", stdout, re.M)
+    return {host: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)} for host, counts in rows}

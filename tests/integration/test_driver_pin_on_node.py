@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
+from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, play_recap, sim_node, stage_env
+from events import PLAYBOOK_GUARD
 
 NAME = os.environ.get("GS_PIN_NODE_NAME", "gs4")
 IP = os.environ.get("GS_PIN_NODE_IP", "10.213.0.44")
@@ -39,13 +39,15 @@ def play(inventory: Path) -> subprocess.CompletedProcess:
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook), "--tags", "driver"]
     cmd += ["--diff"]
     cmd += ["-e", json.dumps(EXTRA)]
-    return subprocess.run(cmd, capture_output=True, text=True, env=stage_env(), cwd=ROOT, timeout=900, check=False)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=stage_env(), cwd=ROOT, timeout=PLAYBOOK_GUARD, check=False
+    )
 
 
 def recap(result: subprocess.CompletedProcess) -> dict:
-    m = re.search(rf"^{NAME}\s+:\s+(.*)$", result.stdout, re.M)
-    assert m, result.stdout[-2000:]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
+    counts = play_recap(result.stdout)
+    assert NAME in counts, result.stdout[-2000:]
+    return counts[NAME]
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -33,7 +32,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, ssh_key
+from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, play_recap, ssh_key
 
 pytestmark = [
     pytest.mark.node,
@@ -93,11 +92,6 @@ def site(copy: Path, work: Path, tag: str):
     return p, seconds, counts
 
 
-def recap(stdout: str) -> dict[str, dict[str, int]]:
-    rows = re.findall(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", stdout, flags=re.M)
-    return {h: {"ok": int(o), "changed": int(c), "unreachable": int(u), "failed": int(f)} for h, o, c, u, f in rows}
-
-
 def why(p) -> str:
     fatal = [line for line in p.stdout.splitlines() if line.startswith(("fatal:", "failed:"))]
     return "\n".join(fatal[-5:]) or p.stdout[-3000:] + p.stderr[-2000:]
@@ -148,7 +142,7 @@ def test_the_example_inventory_serves_behind_the_router_and_a_second_run_changes
 
     again, seconds, counts = site(copy, work, "again")
     assert again.returncode == 0, why(again)
-    changed = {h: r["changed"] for h, r in recap(again.stdout).items()}
+    changed = {h: r["changed"] for h, r in play_recap(again.stdout).items()}
     # every host of the example, and the controller (playbooks/fleet_roll_plan.yml plans the restart order there)
     assert set(changed) == {*NODES, "localhost"} and set(changed.values()) == {0}, changed
     assert {h: c.get("llmops.sglang.gpu_facts") for h, c in counts.items() if h.startswith("gpu")} == {

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from _node_util import ROOT, VENV_BIN, Node, booted_nodes, fleet_inventory, ssh_key
+from events import PLAYBOOK_GUARD
 
 pytestmark = pytest.mark.node
 
@@ -157,7 +158,7 @@ def run_model(fleet, limit, extra):
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=600,
+        timeout=PLAYBOOK_GUARD,
         check=False,
         stdin=subprocess.DEVNULL,
     )

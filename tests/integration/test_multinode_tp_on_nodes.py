@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from _node_util import CALLBACKS, MAKE_MODEL, ROOT, VENV_BIN, booted_nodes, fleet_inventory, ssh_key
+from node_ssh import ssh_run
 
 pytestmark = pytest.mark.node
 
@@ -41,13 +43,7 @@ T0 = time.monotonic()
 
 
 def ssh(key, ip, cmd, check=True):
-    p = subprocess.run(
-        ["ssh", "-i", key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
-         "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", f"root@{ip}", cmd],
-        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert not check or p.returncode == 0, f"{ip}: `{cmd}` exited {p.returncode}: {p.stderr}"
-    return p.stdout
+    return ssh_run(key, ip, cmd, check=check, text=True, timeout=120).stdout
 
 
 def node_rss_mib(name: str) -> float:
@@ -206,6 +202,26 @@ def test_two_nodes_come_up_as_one_tp16_server_and_a_rerun_changes_nothing(pair):
         again.changed(NODE1),
     )
     print(f"\nTP16 over 2 nodes: converge {run.seconds:.1f} s, re-run {again.seconds:.1f} s")
+    # The fleet firewall (llmops_firewall, on by default) is loaded on both nodes; at the head's rendezvous it resets a
+    # stranger (this test host, 10.213.0.1, is not in the replica) and lets node 1 through (its rule's counter only
+    # counts the stranger).
+    for host in HOSTS:
+        assert "tcp dport @replica_ports counter" in pair.sh(host, "nft list table inet llmops_sglang"), host
+    before = rejected(pair)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((HOSTS[HEAD], 20000), timeout=10).close()
+    after_stranger = rejected(pair)
+    assert after_stranger > before, (before, after_stranger)
+    pair.sh(NODE1, f"timeout 10 bash -c 'exec 3<>/dev/tcp/{HOSTS[HEAD]}/20000' || true")
+    assert rejected(pair) == after_stranger, "the head's table rejected its own replica's node 1"
+
+
+def rejected(pair) -> int:
+    """Packets the head's table reset at the replica's ports (the counter of its reject rule)."""
+    table = pair.sh(HEAD, "nft list table inet llmops_sglang")
+    m = re.search(r"tcp dport @replica_ports counter packets (\d+)", table)
+    assert m, table
+    return int(m.group(1))
 
 
 def test_a_capture_oom_on_node_1_is_named_and_stops_both_nodes(pair):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
+from events import PLAYBOOK_GUARD
 
 NAME = os.environ.get("GS_NODE_NAME", "gs1")
 IP = os.environ.get("GS_NODE_IP", "10.213.0.41")
@@ -56,7 +57,9 @@ def play(inventory: Path, playbook: Path, extra: dict | None = None) -> subproce
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook)]
     if extra:
         cmd += ["-e", json.dumps(extra)]
-    return subprocess.run(cmd, capture_output=True, text=True, env=stage_env(), cwd=ROOT, timeout=300, check=False)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=stage_env(), cwd=ROOT, timeout=PLAYBOOK_GUARD, check=False
+    )
 
 
 def refused(inventory: Path, extra: dict | None = None, playbook: Path | None = None) -> str:

@@ -2,18 +2,18 @@
 
 rr1 and rr2 (10.213.0.111-112, 8 x RTX PRO 6000 each) are one replica each; rr3 (10.213.0.113, no GPU) is the
 sglang_routers host. The module runs the preflight, model, server and router stages (playbooks/*.yml, the sim
-inventory's group_vars), then, on the same nodes in file order: a bounded client loop through the router that both
-replicas serve (the router's own per-worker Prometheus counters say so), a rolling restart of both replicas under that
-loop with no failed request, a replica that does not come back during a roll (the stand-in's crash fault), bad router
-input, and the router host down. The fleet runs with the keys the collection generates by default (the router's
+inventory's group_vars; the re-run at -vvvv), then, on the same nodes in file order: a bounded client loop through the
+router that both replicas serve (the router's own per-worker Prometheus counters say so), the anonymous-client checks,
+every listener against docs/security.md, a flag change through the server stage that rolls both replicas under the
+loop with no failed request, one rolling_restart.yml in which rr1 comes back and rr2 does not (the roll stops), bad
+router input, and the router host down. The fleet runs with the keys the collection generates by default (the router's
 data-plane and control-plane keys, each replica's API and admin keys, in the inventory's credentials/ directory): the
 client loop sends the data-plane key; anonymous clients are refused the control plane and the replicas' admin routes,
-and no key shows in the router's command line, unit or journal. Figures (wall time, requests during the roll, the
-nodes' memory) are printed.
+and no key shows in the router's command line, unit, journal or the -vvvv output. Figures (wall time, requests during
+the roll, the nodes' memory) are printed.
 
-Run under the node lock (939 s on 2026-12-01 with the keys, 743 s the run before them on the same machine; one run
-each, load not controlled):
-    flock /run/llmops-nodes.lock .venv/bin/pytest -s tests/integration/test_router_rolling_on_nodes.py -m node
+Run under the node lock (770 s alone on 2026-12-02, 13 passed, the day-two cases skipped):
+    flock /work/locks/nodes.lock .venv/bin/pytest -s tests/integration/test_router_rolling_on_nodes.py -m node
 """
 
 from __future__ import annotations
@@ -31,8 +31,18 @@ import uuid
 from collections import Counter
 
 import pytest
-from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, fleet_inventory, sim_node, ssh_key
-from events import GUARD, wait_until
+from _node_util import (
+    CALLBACKS,
+    ROOT,
+    VENV_BIN,
+    booted_nodes,
+    fleet_inventory,
+    play_recap,
+    sim_node,
+    ssh_key,
+)
+from events import GUARD, PLAYBOOK_GUARD, wait_until
+from node_ssh import ssh_run
 
 pytestmark = pytest.mark.node
 
@@ -46,14 +56,7 @@ FIGURES: list[str] = []
 
 
 def ssh(key: str, ip: str, cmd: str, check: bool = True) -> str:
-    p = subprocess.run(
-        ["ssh", "-i", key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", f"root@{ip}", cmd],
-        check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    if check and p.returncode != 0:
-        raise AssertionError(f"`{cmd}` on {ip} exited {p.returncode}: {p.stderr}")
-    return p.stdout
+    return ssh_run(key, ip, cmd, check=check, text=True).stdout
 
 
 class Run:
@@ -110,7 +113,7 @@ class Fleet:
     def admin_key(self) -> str:
         return credential(self.inventory, "router-admin-key")
 
-    def playbook(self, playbooks, extra=None, timeout=600, env_extra=None, options=()) -> Run:
+    def playbook(self, playbooks, extra=None, timeout=PLAYBOOK_GUARD, env_extra=None, options=()) -> Run:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
         env.update(
             ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
@@ -277,12 +280,6 @@ def prepared_fleet(work) -> Fleet:
     return f
 
 
-def recap(run: Run) -> dict[str, dict[str, int]]:
-    """PLAY RECAP of a run with the default stdout callback: {host: {"ok": n, "changed": n, ...}}."""
-    rows = re.findall(r"^(\S+)\s+: (ok=.*)$", run.stdout, re.M)
-    return {h: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)} for h, counts in rows}
-
-
 def fleet_secrets(fleet: Fleet) -> dict[str, str]:
     """Every key the collection generated for this fleet (credentials/: the router's two, each replica's two)."""
     d = fleet.inventory / "credentials"
@@ -296,7 +293,7 @@ def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
     # The re-run as an operator sees it at the highest verbosity (the default callback, -vvvv): it changes nothing,
     # and no key of the fleet shows in it (nor in the first run's results).
     again = fleet.playbook(STAGES, env_extra={"ANSIBLE_STDOUT_CALLBACK": "default"}, options=("-vvvv",))
-    counts = recap(again)
+    counts = play_recap(again.stdout)
     assert again.rc == 0 and set(counts) >= {*REPLICAS, ROUTER}, (counts, again.stdout[-3000:])
     assert {h: c["changed"] for h, c in counts.items() if c["changed"] or c["failed"]} == {}, counts
     secrets = fleet_secrets(fleet)

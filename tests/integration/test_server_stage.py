@@ -22,6 +22,8 @@ import uuid
 
 import pytest
 from _node_util import CALLBACKS, ROOT, TIME_SCALE, VENV_BIN, booted, one_host_inventory, ssh_key
+from events import PLAYBOOK_GUARD
+from node_ssh import ssh_run
 
 pytestmark = pytest.mark.node
 
@@ -39,32 +41,10 @@ class Node:
         self.key = key
 
     def sh(self, cmd, check=True, input=None):
-        p = subprocess.run(
-            [
-                "ssh",
-                "-i",
-                self.key,
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                "UserKnownHostsFile=/dev/null",
-                "-o",
-                "LogLevel=ERROR",
-                f"root@{IP}",
-                cmd,
-            ],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-        if check and p.returncode != 0:
-            raise AssertionError(f"`{cmd}` on {NODE} exited {p.returncode}: {p.stderr}")
-        return p.stdout
+        try:
+            return ssh_run(self.key, IP, cmd, check=check, text=True, timeout=120, input=input).stdout
+        except AssertionError as e:
+            raise AssertionError(f"{NODE}: {e}") from None
 
     def record(self):
         return json.loads(self.sh("cat /var/lib/llmops-sglang/deployment.json"))
@@ -148,7 +128,14 @@ def playbook(node, playbooks, extra=None, *, json_out=True, verbose=None, env_ex
     cmd += [str(ROOT / pb) for pb in playbooks]
     t0 = time.time()
     proc = subprocess.run(
-        cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+        cmd,
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PLAYBOOK_GUARD,
+        stdin=subprocess.DEVNULL,
     )
     doc = None
     if json_out:

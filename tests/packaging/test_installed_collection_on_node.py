@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, clean_env, run, tool
+from events import PLAYBOOK_GUARD
+from node_ssh import ssh_run
 
 pytestmark = pytest.mark.node
 
 NODE = os.environ.get("PK_NODE_NAME", "pk1")
 IP = os.environ.get("PK_NODE_IP", "10.213.0.95")
-SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
-SSH += ["-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"]
 MODEL_DIR = "/opt/models/GLM-5-NVFP4"  # llmops_model_dir in inventories/sim/group_vars/gpu_servers/server.yml
 
 
@@ -45,17 +45,10 @@ class Node:
         self.key = key
 
     def ssh(self, cmd: str, *, input: bytes | None = None, check: bool = True) -> str:
-        p = subprocess.run(
-            [*SSH, "-i", self.key, f"root@{IP}", cmd],
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-        if check and p.returncode != 0:
-            raise AssertionError(f"`{cmd}` on {NODE} exited {p.returncode}: {p.stderr.decode(errors='replace')}")
-        return p.stdout.decode(errors="replace")
+        try:
+            return ssh_run(self.key, IP, cmd, check=check, timeout=120, input=input).stdout.decode(errors="replace")
+        except AssertionError as e:
+            raise AssertionError(f"{NODE}: {e}") from None
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +88,7 @@ def node(request, tmp_path_factory):
             MOLECULE_PROJECT_DIRECTORY=str(ROOT),
             MOLECULE_EPHEMERAL_DIRECTORY=str(work),
         ),
-        timeout=600,
+        timeout=PLAYBOOK_GUARD,
     )
     assert prep.returncode == 0, prep.stdout[-3000:] + prep.stderr[-3000:]
     model = work / "model"
@@ -110,7 +103,7 @@ def node(request, tmp_path_factory):
 def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, node):
     p = installed.run(
         [tool("ansible-playbook"), "-i", str(node.inventory), "llmops.sglang.site", "--tags", "server", "-vv"],
-        timeout=900,
+        timeout=PLAYBOOK_GUARD,
         ANSIBLE_CALLBACKS_ENABLED="llmops.sglang.sglang_progress",
     )
     out = p.stdout + p.stderr
@@ -119,10 +112,11 @@ def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, 
     # every task came from the installed collection: its playbooks and its roles
     paths = {Path(m) for m in re.findall(r"^task path: (/\S+):\d+$", p.stdout, re.M)}
     assert paths and all(path.is_relative_to(installed.path) for path in paths), sorted(map(str, paths))
-    # only preflight and server did anything, the server with the fleet firewall it includes (on by default);
-    # every role's argument validation is tagged always, so the other stages' roles show up with that one task
+    # only preflight and server did anything, the server with the fleet firewall it includes (on by default), and
+    # the shared role its once-per-run read of the installed packages; every role's argument validation is tagged
+    # always, so the other stages' roles show up with that one task
     roles = set(re.findall(r"TASK \[llmops\.sglang\.(\w+) : (?!Validating arguments against arg spec)", out))
-    assert roles == {"preflight", "server", "fleet_firewall"}, roles
+    assert roles == {"llmops_defaults", "preflight", "server", "fleet_firewall"}, roles
     # the installed callback printed its end-of-play summary
     assert re.search(rf"^\[sglang\] {NODE}: ready", out, re.M), out[-3000:]
     # what the node is left with: preflight's record, a ready server and its deployment record
@@ -134,7 +128,12 @@ def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, 
     assert node.ssh("systemctl is-active sglang", check=False).strip() == "active"
     health = node.ssh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False)
     assert health == "200", health
-    # the installed fleet_firewall role ran and, on a single-node replica without the fan-out share, said so and
-    # loaded no table (plugins/module_utils/fleet_firewall.py plan())
+    # the installed fleet_firewall role ran and, on a single-node replica without the fan-out share, said so and left
+    # no table (plugins/module_utils/fleet_firewall.py plan()): no table file, no unit, and none loaded where nft exists
+    # (the node image has no nftables; the role installs it only for a table)
     assert "a single-node replica without the model fan-out share: no table" in out, out[-3000:]
-    assert "llmops_sglang" not in node.ssh("nft list tables", check=False), node.ssh("nft list tables", check=False)
+    left = node.ssh(
+        "ls /etc/llmops-sglang/firewall.nft /etc/systemd/system/llmops-sglang-firewall.service 2>/dev/null;"
+        " if command -v nft >/dev/null; then nft list tables; fi; true"
+    )
+    assert "firewall" not in left and "llmops_sglang" not in left, left
