@@ -55,10 +55,12 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import memory_segments
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import neutral
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import render as render_report
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_text import render_text, roll_lines
 
 ACTIONS = ("llmops.sglang.sglang_server", "sglang_server")
 PLAN_ACTIONS = ("llmops.sglang.sglang_plan", "sglang_plan")
 DOWNLOAD_ACTIONS = ("llmops.sglang.hf_snapshot", "hf_snapshot")
+RECORD_ACTIONS = ("llmops.sglang.deployment_record", "deployment_record")
 
 
 def planned_text(plan, res):
@@ -257,6 +259,7 @@ class CallbackModule(CallbackBase):
         self._records = {}
         self._failed = {}
         self._unreachable = {}
+        self._rolled = False  # a step of a roll was recorded in this run: print the roll's timeline at the end
         self._basedir = None
         self._playbook = None
         stdout_cb = ""
@@ -311,6 +314,11 @@ class CallbackModule(CallbackBase):
         if isinstance(facts, dict) and isinstance(facts.get("server_deployment"), dict):
             self._records[result.host.get_name()] = facts["server_deployment"]  # roles/server/tasks/record.yml
             return
+        if action in RECORD_ACTIONS and isinstance(res, dict) and isinstance(res.get("record"), dict):
+            # the record as the roll's steps left it (a rejoin comes after the server role's record)
+            self._records[result.host.get_name()] = res["record"]
+            self._rolled = self._rolled or bool((getattr(result.task, "args", None) or {}).get("events"))
+            return
         if action in DOWNLOAD_ACTIONS and isinstance(res, dict) and res.get("progress"):
             self._emit("[model] %s: %s (done)" % (result.host.get_name(), res["progress"]))
             return
@@ -337,18 +345,22 @@ class CallbackModule(CallbackBase):
                 self._emit("  " + planned)
         for line in render_groups(self._final):
             self._emit(line)
-        path = self._write_report(stats)
+        path, data = self._write_report(stats)
+        if data and self._rolled:
+            for line in roll_lines(data.get("roll")):
+                self._emit("[sglang] " + line)
         if path:
             self._emit("[sglang] report: %s" % path)
 
     def _write_report(self, stats):
-        """The fleet report of this play (see the report_dir option); its path, or None when none was written."""
+        """The fleet report of this play (see the report_dir option): (its path or None when none was written, its
+        document or None)."""
         try:
             base = self.get_option("report_dir")
         except KeyError:  # options never loaded: constructed outside a play, so nowhere to put a report
-            return None
+            return None, None
         if not base or not (self._final or self._records):
-            return None
+            return None, None
         base = os.path.join(self._basedir or os.getcwd(), os.path.expanduser(base))
         hosts = set(self._final) | set(self._records) | set(self._failed) | set(self._unreachable)
         hosts |= set(getattr(stats, "processed", {}) or {})
@@ -365,7 +377,8 @@ class CallbackModule(CallbackBase):
         ]
         data = report.build_report(entries, playbook=self._playbook)
         try:
-            return os.path.abspath(report.write_report(data, render_report(data), report.report_dir(base)))
+            page, text = render_report(data), render_text(data)
+            return os.path.abspath(report.write_report(data, page, report.report_dir(base), text=text)), data
         except OSError as exc:
             self._emit("[sglang] report: not written (%s: %s)" % (exc.filename or base, exc.strerror or exc))
-            return None
+            return None, data

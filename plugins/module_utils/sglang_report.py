@@ -18,10 +18,12 @@ This module only reshapes numbers that SGLang logged; it computes no memory arit
 from __future__ import annotations
 
 import datetime
+import heapq
 import json
 import os
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils import deployment_record as record_schema
 from ansible_collections.llmops.sglang.plugins.module_utils.private_files import write_private_files
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import INTERVAL_LABELS, LAST, PHASE_INDEX
 
@@ -37,9 +39,11 @@ VERSION_KEYS = (
     "sglang_commit",
     "build_set",
     "build_set_previous",
+    "driver_previous",
     "model_repo_id",
     "model_revision",
     "model_commit",
+    "model_previous",
 )
 _RANK_SPLIT = re.compile(r"(\d+)")
 
@@ -127,6 +131,9 @@ def _versions(record):
     rec = record or {}
     model = rec.get("model") or {}
     sets = rec.get("build_set") if isinstance(rec.get("build_set"), dict) else {}
+    # what ran before (deployment.json "previous", carried by module_utils/deployment_record.py)
+    before = rec.get("previous") if isinstance(rec.get("previous"), dict) else {}
+    model_before = before.get("model") if isinstance(before.get("model"), dict) else {}
     out = {
         "driver": rec.get("driver"),
         "cuda": rec.get("cuda"),
@@ -140,6 +147,9 @@ def _versions(record):
         "model_repo_id": model.get("repo_id"),
         "model_revision": model.get("revision"),
         "model_commit": model.get("commit"),
+        "driver_previous": before.get("driver"),
+        "model_previous": "@".join(str(x) for x in (model_before.get("revision"), model_before.get("commit")) if x)
+        or None,
     }
     return {k: (None if v in ("", None) else str(v)) for k, v in out.items()}
 
@@ -221,9 +231,12 @@ def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, u
                 "avail_after_pool_gb": fig.get("avail_after_pool_gb"),
             }
         )
-    tail = [str(x) for x in (res.get("log_tail") or rec.get("log_tail") or [])]
+    # no key in the report: SGLang's server_args line (api_key='...') may be in a failed start-up's log tail
+    tail = [record_schema.scrub_text(x) for x in (res.get("log_tail") or rec.get("log_tail") or [])]
     failure = res.get("failure") or rec.get("failure") or {}
-    failure_line = failure.get("line") if isinstance(failure, dict) else None
+    failure_line = (
+        record_schema.scrub_text(failure["line"]) if isinstance(failure, dict) and failure.get("line") else None
+    )
     elapsed = res.get("elapsed", rec.get("startup_seconds"))
     entry = {
         "host": str(host),
@@ -249,9 +262,12 @@ def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, u
         "log_excerpt": [],
         "evidence_lines": [],
         "failed_task": None,
+        # the last roll this host took part in (deployment.json "roll"), its steps with their times
+        "roll": record_schema.roll_summary(rec),
+        "recorded": bool(rec),  # a deployment record exists (a router host or the controller has none)
     }
     if outcome != "ready":
-        entry["diagnosis"] = res.get("diagnosis") or rec.get("diagnosis")
+        entry["diagnosis"] = record_schema.scrub(res.get("diagnosis") or rec.get("diagnosis"))
         entry["suggestion"] = res.get("suggestion") or rec.get("suggestion")
         entry["failure_line"] = failure_line
         entry["log_excerpt"] = tail
@@ -282,6 +298,7 @@ def build_report(hosts, playbook=None, generated_at=None):
         )
     when = generated_at or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
+        "roll": last_roll(hosts),
         "schema": SCHEMA,
         "generated_at": when,
         "playbook": playbook,
@@ -293,6 +310,111 @@ def build_report(hosts, playbook=None, generated_at=None):
         "replicas": rep_list,
         "hosts": hosts,
     }
+
+
+def last_roll(hosts):
+    """The newest roll of the fleet (the greatest roll id among the hosts' records), per replica in roll order.
+
+    {"id", "state" (done, stopped, in_progress), "stopped_at" (replica) , "why", "replicas": [{"name", "hosts",
+    "state", "why", "events": [{"host", "event", "label", "at", "offset" (s since the roll's first event), ...}]}]}.
+    A replica without an event of that roll is ``not_reached`` when the roll stopped (the replicas after the stop were
+    not touched) and ``not_in_roll`` otherwise (a roll of some replicas), with the id of its own last roll.
+    None when no host has a roll.
+    """
+    rolls = [h for h in hosts if h.get("roll")]
+    if not rolls:
+        return None
+    newest = max(str(h["roll"]["id"]) for h in rolls)
+    replicas = {}
+    for h in hosts:
+        if h.get("recorded") or h.get("roll"):
+            replicas.setdefault(h["replica"], []).append(h)
+    taken = [e for h in rolls if str(h["roll"]["id"]) == newest for e in h["roll"]["events"]]
+    stamps = [record_schema.parse_stamp(e.get("at")) for e in taken]
+    start = min([t for t in stamps if t is not None], default=None)
+    out = []
+    for name, members in replicas.items():
+        mine = [h for h in members if h.get("roll") and str(h["roll"]["id"]) == newest]
+        if not mine:
+            own = sorted({str(h["roll"]["id"]) for h in members if h.get("roll")})
+            out.append({"name": name, "hosts": [h["host"] for h in members], "state": None, "why": None,
+                        "events": [], "own_roll": own[-1] if own else None})  # fmt: skip
+            continue
+        per_host = []
+        for h in mine:
+            steps = []
+            for e in h["roll"]["events"]:
+                t = record_schema.parse_stamp(e.get("at"))
+                offset = round(t - start) if (t is not None and start is not None) else None
+                steps.append(dict(e, host=h["host"], offset=offset))
+            per_host.append(steps)
+        # each host's steps in the order it recorded them (times are whole seconds: a restart computed back from
+        # SGLang's start-up seconds can fall in the second before the drain's); the hosts' steps merged by time
+        events = list(heapq.merge(*per_host, key=lambda e: e["offset"] if e["offset"] is not None else 0))
+        states = {h["roll"]["state"] for h in mine}
+        state = "stopped" if "stopped" in states else ("done" if states == {"done"} else "in_progress")
+        why = next((h["roll"]["why"] for h in mine if h["roll"]["state"] == "stopped" and h["roll"]["why"]), None)
+        first = events[0]["offset"] if events and events[0]["offset"] is not None else None
+        out.append({"name": name, "hosts": [h["host"] for h in members], "state": state, "why": why,
+                    "events": events, "first": first})  # fmt: skip
+    # roll order: the order the replicas' first steps happened in; those the roll did not reach after them
+    out.sort(key=lambda r: (r["state"] is None, r.get("first") if r.get("first") is not None else 0, r["name"]))
+    stopped = [r for r in out if r["state"] == "stopped"]
+    for r in out:
+        if r["state"] is None:
+            r["state"] = "not_reached" if stopped else "not_in_roll"
+        r.pop("first", None)
+    states = {r["state"] for r in out} - {"not_reached", "not_in_roll"}
+    return {
+        "id": newest,
+        "state": "stopped" if stopped else ("done" if states == {"done"} else "in_progress"),
+        "stopped_at": stopped[0]["name"] if stopped else None,
+        "why": stopped[0]["why"] if stopped else None,
+        "replicas": out,
+    }
+
+
+STATE_TEXT = {
+    "done": "done",
+    "stopped": "the roll stopped here",
+    "in_progress": "not finished",
+    "not_reached": "not reached: the roll stopped before it",
+    "not_in_roll": "not part of this roll",
+}
+
+
+def replica_state_text(rep):
+    """A replica's place in the last roll in words (its state, why it stopped, its own last roll)."""
+    text = STATE_TEXT.get(rep["state"], str(rep["state"]))
+    if rep["state"] == "stopped" and rep.get("why"):
+        text += ": " + str(rep["why"])
+    if rep.get("own_roll"):
+        text += " (its last roll: %s)" % rep["own_roll"]
+    return text
+
+
+def event_detail(event):
+    """The few words after an event's label: the figures the event carries."""
+    e = event
+    name = e.get("event")
+    if name == "drained":
+        return "%s request(s) still in flight" % e["in_flight_left"] if e.get("in_flight_left") else "none in flight"
+    if name == "restarted":
+        parts = ["attempt %s" % e.get("attempt", 1)]
+        if e.get("build_set"):
+            parts.append("build set %s" % e["build_set"])
+        if e.get("mem_fraction_static") is not None:
+            parts.append("mem-fraction-static %s" % e["mem_fraction_static"])
+        return ", ".join(parts)
+    if name == "ready":
+        return "%.0f s start-up" % float(e["startup_seconds"]) if e.get("startup_seconds") is not None else ""
+    if name == "failed":
+        return "%s in phase %s: %s" % (e.get("outcome") or "error", e.get("phase") or "-", e.get("why") or "")
+    if name == "rolled_back":
+        return "from %s to %s" % (e.get("from_set") or "-", e.get("to_set") or "-")
+    if name == "stopped":
+        return e.get("why") or ""
+    return ""
 
 
 def load_input(path, host=None):
@@ -334,8 +456,11 @@ def report_dir(base, when=None):
     return path
 
 
-def write_report(data, html_text, out_dir):
-    """Write report.json and index.html into ``out_dir`` (0700; files 0600, atomic, never through a symlink:
-    module_utils/private_files.py); return the path of index.html."""
+def write_report(data, html_text, out_dir, text=None):
+    """Write report.json, index.html (and report.txt, the text form) into ``out_dir`` (0700; files 0600, atomic,
+    never through a symlink: module_utils/private_files.py); return the path of index.html."""
     json_text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    return write_private_files(out_dir, {"report.json": json_text, "index.html": html_text})[1]
+    files = {"report.json": json_text, "index.html": html_text}
+    if text is not None:
+        files["report.txt"] = text
+    return write_private_files(out_dir, files)[1]

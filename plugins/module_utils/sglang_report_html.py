@@ -16,7 +16,11 @@ import math
 import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import PHASE_COLOURS
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import SEGMENTS
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import (
+    SEGMENTS,
+    event_detail,
+    replica_state_text,
+)
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 SEGMENT_STYLE = {
@@ -35,9 +39,11 @@ VERSION_LABELS = (
     ("sglang_commit", "SGLang commit"),
     ("build_set", "build set"),
     ("build_set_previous", "previous build set (rollback)"),
+    ("driver_previous", "previous NVIDIA driver"),
     ("model_repo_id", "model"),
     ("model_revision", "model revision"),
     ("model_commit", "model commit"),
+    ("model_previous", "previous model revision@commit"),
 )
 # C0 (but tab and newline), DEL, C1 and the invisible characters that reorder or hide text: bidi embeddings and
 # overrides U+202A..U+202E, isolates U+2066..U+2069, marks U+061C/U+200E/U+200F, zero-width U+200B..U+200D, the
@@ -295,6 +301,49 @@ def host_section(host, scale_gb, span):
     )
 
 
+def roll_section(roll):
+    """The last roll: per replica (roll order) its state and each step with its time, host and detail."""
+    if not roll:
+        return '<h3>Last roll</h3><p class="muted">No roll recorded.</p>'
+    head = "Last roll %s: %s" % (esc(roll["id"]), esc(roll["state"]))
+    if roll.get("stopped_at"):
+        head += " at <b>%s</b> - %s" % (esc(roll["stopped_at"]), esc(roll.get("why") or "no reason recorded"))
+    body = ['<section class="roll" data-roll="%s" data-state="%s"><h3>%s</h3>' % (
+        esc(roll["id"]), esc(roll["state"]), head)]  # fmt: skip
+    for r in roll["replicas"]:
+        state = replica_state_text(r)
+        rows = "".join(
+            '<tr data-event="%s"><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>'
+            % (
+                esc(e["event"]),
+                esc("+%d s" % e["offset"] if e.get("offset") is not None else "?"),
+                esc(e.get("at")),
+                esc(e["host"]),
+                esc(e.get("label")),
+                esc(event_detail(e)),
+            )
+            for e in r["events"]
+        )
+        body.append(
+            '<div class="rollrep" data-replica="%s" data-state="%s"><p><b>%s</b> (%s): %s</p>%s</div>'
+            % (
+                esc(r["name"]),
+                esc(r["state"]),
+                esc(r["name"]),
+                esc(", ".join(r["hosts"])),
+                esc(state),
+                (
+                    '<table class="roll"><tr><th>after</th><th>at (UTC)</th><th>host</th><th>step</th><th></th></tr>%s'
+                    "</table>" % rows
+                )
+                if rows
+                else "",
+            )
+        )
+    body.append("</section>")
+    return "".join(body)
+
+
 def legend():
     items = "".join(
         '<span><span class="sw" style="background:%s"></span>%s</span>' % (colour, esc(name))
@@ -323,6 +372,9 @@ svg line.fail{stroke:#e53935;stroke-width:3} svg line.readyline{stroke:#43a047;s
 pre{white-space:pre-wrap;word-break:break-all;font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;margin:4px 0}
 pre.log{max-height:360px;overflow:auto;background:#263238;color:#eceff1;padding:8px;border-radius:4px}
 pre.log mark{background:#ffeb3b;color:#000} pre.evidence{background:#ffebee;padding:6px}
+section.roll{background:#fff;border:1px solid #dfe3e6;border-radius:6px;padding:8px 16px;margin:16px 0}
+section.roll[data-state="stopped"]{border-left:6px solid #e53935} .rollrep[data-state="stopped"] p{color:#b71c1c}
+table.roll td{font-variant-numeric:tabular-nums}
 """
 
 
@@ -355,6 +407,7 @@ def render(data):
             ),
             '<h3>Replicas</h3><table class="replicas"><tr><th>replica</th><th>hosts</th><th>outcome</th></tr>%s</table>'
             % reps,
+            roll_section(data.get("roll")),
             legend(),
             "".join(host_section(h, scale_gb, span) for h in hosts),
             "</body></html>\n",

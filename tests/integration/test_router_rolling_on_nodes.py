@@ -443,6 +443,39 @@ def test_every_listener_on_the_fleet_is_in_docs_security_md_and_binds_where_it_s
     FIGURES.append(f"listeners (ss -ltnp) but sshd: {ports}; each as docs/security.md's table says")
 
 
+def records(fleet: Fleet, name: str) -> dict[str, dict]:
+    """Each replica's deployment.json as the host has it; with LLMOPS_CAPTURE_ROLL_FIXTURES=DIR also saved to
+    DIR/NAME/HOST.json (how tests/fixtures/roll/ was captured: see its README)."""
+    out = {
+        host: json.loads(ssh(fleet.key, ip, "cat /var/lib/llmops-sglang/deployment.json"))
+        for host, ip in REPLICAS.items()
+    }
+    capture = os.environ.get("LLMOPS_CAPTURE_ROLL_FIXTURES")
+    if capture:
+        where = os.path.join(capture, name)
+        os.makedirs(where, exist_ok=True)
+        for host, rec in out.items():
+            with open(os.path.join(where, f"{host}.json"), "w") as fh:
+                json.dump(rec, fh, indent=4, sort_keys=True)
+    return out
+
+
+def fleet_report(fleet: Fleet, recs: dict[str, dict], name: str) -> tuple[dict, str]:
+    """bin/sglang-report --text on the records copied from the hosts: (its report.json, its text)."""
+    where = fleet.work / f"report-{name}"
+    where.mkdir(exist_ok=True)
+    for host, rec in recs.items():
+        (where / f"{host}.json").write_text(json.dumps(rec))
+    out = where / "out"
+    proc = subprocess.run(
+        [str(VENV_BIN / "python"), str(ROOT / "bin" / "sglang-report"), "--text", "--out", str(out),
+         *(str(where / f"{h}.json") for h in recs)],
+        check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "report.json").read_text()), proc.stdout + (out / "index.html").read_text()
+
+
 def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
     pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
     before = fleet.served_by_worker()
@@ -456,6 +489,7 @@ def test_a_flag_change_through_the_server_stage_rolls_the_same_way(fleet):
     assert len(drained) == 2, drained
     assert fleet.workers() == {u: True for u in URLS}
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    records(fleet, "flag-change-roll")  # captured only with LLMOPS_CAPTURE_ROLL_FIXTURES
     FIGURES.append(
         f"server stage with a new --mem-fraction-static on the serving fleet: {run.seconds:.0f} s, "
         f"{loop.codes[200]} requests served during it, {loop.failed} failed"
@@ -491,6 +525,29 @@ def test_a_rolling_restart_restarts_a_replica_under_load_and_one_that_does_not_c
         assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
         assert after[f"http://{rr1}:{SERVER_PORT}"] > before[f"http://{rr1}:{SERVER_PORT}"]
         assert ssh(fleet.key, rr2, "systemctl is-active sglang.service", check=False).strip() != "active"
+        # The fleet report from the hosts' deployment.json shows each replica's steps in this roll with their times:
+        # rr1 drained, restarted, ready, back in the router; rr2 drained, restarted, did not come up - the roll
+        # stopped there, with SGLang's diagnosis. No key of the fleet in the records or the report.
+        recs = records(fleet, "rolling-restart-stopped")
+        doc, shown = fleet_report(fleet, recs, "rolling-restart")
+        roll = doc["roll"]
+        steps = {r["name"]: [e["event"] for e in r["events"]] for r in roll["replicas"]}
+        assert steps == {"rr1": ["drained", "restarted", "ready", "rejoined"],
+                         "rr2": ["drained", "restarted", "failed"]}, steps  # fmt: skip
+        assert all(e["at"] and e["offset"] is not None for r in roll["replicas"] for e in r["events"]), roll
+        assert (roll["state"], roll["stopped_at"]) == ("stopped", "rr2"), roll
+        assert [r["name"] for r in roll["replicas"]] == ["rr1", "rr2"]
+        # why: the server role's diagnosis, as the play's failure message carried it
+        assert roll["why"] and " ".join(roll["why"].split())[:60] in " ".join(failures[0][2].split()), roll["why"]
+        assert "Last roll" in shown and "the roll stopped here" in shown and "back in the router" in shown, shown
+        assert [n for n, v in fleet_secrets(fleet).items() if v in json.dumps(recs) or v in shown] == []
+        FIGURES.append(
+            "roll timeline from the hosts' records: "
+            + "; ".join(
+                f"{r['name']} " + ", ".join(f"{e['event']} +{e['offset']} s" for e in r["events"])
+                for r in roll["replicas"]
+            )
+        )
         FIGURES.append(
             f"rolling_restart.yml under the loop: rr1 restarted and back, rr2 did not come back and stopped the roll "
             f"after {run.seconds:.0f} s; {loop.codes[200]} requests served during it, {loop.failed} failed; memory "

@@ -112,10 +112,11 @@ def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, 
     # every task came from the installed collection: its playbooks and its roles
     paths = {Path(m) for m in re.findall(r"^task path: (/\S+):\d+$", p.stdout, re.M)}
     assert paths and all(path.is_relative_to(installed.path) for path in paths), sorted(map(str, paths))
-    # only preflight and server did anything, the server with the fleet firewall it includes (on by default);
-    # every role's argument validation is tagged always, so the other stages' roles show up with that one task
+    # only preflight and server did anything, the server with the fleet firewall it includes (on by default), and
+    # the shared role its once-per-run read of the installed packages; every role's argument validation is tagged
+    # always, so the other stages' roles show up with that one task
     roles = set(re.findall(r"TASK \[llmops\.sglang\.(\w+) : (?!Validating arguments against arg spec)", out))
-    assert roles == {"preflight", "server", "fleet_firewall"}, roles
+    assert roles == {"llmops_defaults", "preflight", "server", "fleet_firewall"}, roles
     # the installed callback printed its end-of-play summary
     assert re.search(rf"^\[sglang\] {NODE}: ready", out, re.M), out[-3000:]
     # what the node is left with: preflight's record, a ready server and its deployment record

@@ -138,7 +138,9 @@ def test_a_malformed_record_is_one_line_exit_2_and_no_report(tmp_path, doc):
     assert not (tmp_path / "out").exists()
 
 
-def test_the_deployment_record_on_the_host_is_written_0600_without_following_a_symlink():
+def test_the_deployment_record_on_the_host_is_written_by_its_one_writer_with_the_replicas_keys_scrubbed():
+    # the writer's 0600, no-symlink, no-key behaviour: tests/unit/test_deployment_record.py (the module, run)
     tasks = yaml.safe_load((ROOT / "roles" / "server" / "tasks" / "record.yml").read_text())
-    write = next(t for t in tasks if t.get("name") == "Write the deployment record on the host")["ansible.builtin.copy"]
-    assert write["mode"] == "0600" and write["follow"] is False
+    write = next(t for t in tasks if t.get("name") == "Write the deployment record on the host")
+    args = write["llmops.sglang.deployment_record"]
+    assert args["path"].endswith("/deployment.json") and "llmops_server_api_key" in args["secrets"]

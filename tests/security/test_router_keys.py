@@ -286,6 +286,36 @@ def test_a_bad_router_key_stops_every_roll_before_its_first_change(tmp_path, ans
     assert "Traceback" not in run.stdout + run.stderr
 
 
+UNREACHABLE_SSH = """#!/bin/sh
+echo "ssh: connect to host $ROUTER_IP port 22: Connection refused" >&2
+exit 255
+"""
+
+
+# the playbooks that import fleet_router_check.yml (fleet_switch.yml has no such check: its plan's first task on the
+# router host, "Ask systemd whether the router runs", ends as Ansible's own UNREACHABLE, no replica touched)
+@pytest.mark.parametrize("playbook", ["upgrade.yml", "rollback.yml", "rolling_restart.yml"])
+def test_a_router_host_that_does_not_answer_stops_every_roll_with_the_router_checks_words(
+    tmp_path, ansible_playbook, playbook
+):
+    """Keys that pass, but no host answers (an ssh that exits 255 saying what OpenSSH says for a refused connection):
+    the run stops at the router check with its own diagnosis, before any replica is touched. No task before it may
+    end the router host's play on its own (the shared role's package read did, on a branch: the diagnosis was lost)."""
+    fake = tmp_path / "ssh"
+    fake.write_text(UNREACHABLE_SSH.replace("$ROUTER_IP", "10.9.0.3"))
+    fake.chmod(0o755)
+    inv = _fleet(tmp_path, router_connect_timeout=2)
+    inv["all"]["vars"] = {"ansible_connection": "ssh", "ansible_ssh_executable": str(fake)}
+    run = ansible_playbook(tmp_path, inv, ROOT / "playbooks" / playbook)
+    assert run.returncode != 0
+    assert "The router on r1 (10.9.0.3) does not answer" in run.stdout, run.stdout[-3000:]
+    assert "no replica was restarted or taken out of the router" in run.stdout, run.stdout[-3000:]
+    plays = re.findall(r"^PLAY \[(.*)\] \*", run.stdout, re.M)
+    check = [p for f, p in _plays(playbook) if f == "fleet_router_check.yml"][-1]["name"]
+    assert plays[-1] == check, plays  # nothing after the check ran
+    assert "Traceback" not in run.stdout + run.stderr
+
+
 # -- the launcher: keys in memory, never on the command line ----------------------------------------------------------
 FAKE_ROUTER = """
 import json, os, sys
