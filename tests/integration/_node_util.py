@@ -363,3 +363,16 @@ def play_recap(stdout: str) -> dict[str, dict[str, int]]:
     """PLAY RECAP of ansible-playbook's default output: {host: {"ok": n, "changed": n, "unreachable": n, ...}}."""
     rows = re.findall(r"^(\S+)\s+:\s+(ok=\d+.*)$", stdout, re.M)
     return {host: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)} for host, counts in rows}
+
+
+def failed_tasks(stdout: str, width: int = 1500) -> str:
+    """Every failed task in ansible-playbook's default output (not the ignored ones), with its TASK line: what a test
+    prints when a run failed, so that a failure early in a long run is not lost behind the output's tail."""
+    out, task = [], ""
+    lines = stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("TASK ["):
+            task = line.rstrip(" *")
+        elif re.match(r"(fatal|failed): \[", line) and not lines[i + 1 : i + 2] == ["...ignoring"]:
+            out.append(f"{task}\n  {line[:width]}")
+    return "\n".join(out) or "(no failed task in the output)"

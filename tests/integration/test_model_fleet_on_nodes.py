@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, Node, booted_nodes, fleet_inventory, ssh_key
+from _node_util import ROOT, VENV_BIN, Node, booted_nodes, failed_tasks, fleet_inventory, ssh_key
 from events import PLAYBOOK_GUARD
 
 pytestmark = pytest.mark.node
@@ -165,7 +165,10 @@ def run_model(fleet, limit, extra):
     if p.returncode != 0:
         seed = fleet["nodes"][next(iter(HOSTS.values()))]
         journal = seed.sh("journalctl -u llmops-model-share --no-pager | tail -20", check=False, timeout=30)
-        raise AssertionError(p.stdout[-4000:] + p.stderr[-2000:] + "\nshare unit on the seed:\n" + journal)
+        raise AssertionError(
+            "failed tasks:\n" + failed_tasks(p.stdout) + "\n\nthe output's tail:\n" + p.stdout[-3000:]
+            + p.stderr[-2000:] + "\nshare unit on the seed:\n" + journal
+        )  # fmt: skip
     return time.monotonic() - t0, p.stdout
 
 
