@@ -31,10 +31,11 @@ def ssh_run(
     text: bool = False,
     opts: tuple[str, ...] = (),
     attempts: int = 3,
+    name: str | None = None,
 ) -> subprocess.CompletedProcess:
     """``cmd`` as root on the node at ``ip``. Tried again (up to ``attempts`` in all) only when ssh itself could not
     reach the node, never when the command ran and failed; with ``check`` a failure is an AssertionError naming the
-    command, the node, ssh's words and the command's stderr."""
+    command, the node (``name`` beside its address), ssh's words and the command's stderr."""
     stdin = None if input is not None else subprocess.DEVNULL
     with tempfile.TemporaryDirectory(prefix="node-ssh-") as d:
         log = Path(d) / "ssh.log"
@@ -51,5 +52,8 @@ def ssh_run(
             time.sleep(2)
     if check and p.returncode != 0:
         err = p.stderr if text else p.stderr.decode(errors="replace")
-        raise AssertionError(f"`{cmd}` on {ip} exited {p.returncode}: {' '.join(x for x in (said, err.strip()) if x)}")
+        where = f"{name} ({ip})" if name else ip
+        raise AssertionError(
+            f"`{cmd}` on {where} exited {p.returncode}: {' '.join(x for x in (said, err.strip()) if x)}"
+        )
     return p

@@ -160,10 +160,9 @@ class Node:
 
     # -- ssh ------------------------------------------------------------------------------------------------------
     def run(self, cmd: str, *, check: bool = True, timeout: float = 60, input: bytes | None = None):
-        try:
-            return ssh_run(self.key, self.ip, cmd, check=check, timeout=timeout, input=input, opts=self.ssh_opts)
-        except AssertionError as e:
-            raise AssertionError(f"on {self.name}: {e}") from None
+        return ssh_run(
+            self.key, self.ip, cmd, check=check, timeout=timeout, input=input, opts=self.ssh_opts, name=self.name
+        )
 
     def sh(self, cmd: str, **kw) -> str:
         return self.run(cmd, **kw).stdout.decode(errors="replace")

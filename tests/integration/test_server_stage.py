@@ -41,10 +41,7 @@ class Node:
         self.key = key
 
     def sh(self, cmd, check=True, input=None):
-        try:
-            return ssh_run(self.key, IP, cmd, check=check, text=True, timeout=120, input=input).stdout
-        except AssertionError as e:
-            raise AssertionError(f"{NODE}: {e}") from None
+        return ssh_run(self.key, IP, cmd, check=check, text=True, timeout=120, input=input, name=NODE).stdout
 
     def record(self):
         return json.loads(self.sh("cat /var/lib/llmops-sglang/deployment.json"))

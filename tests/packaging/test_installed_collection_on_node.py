@@ -45,10 +45,9 @@ class Node:
         self.key = key
 
     def ssh(self, cmd: str, *, input: bytes | None = None, check: bool = True) -> str:
-        try:
-            return ssh_run(self.key, IP, cmd, check=check, timeout=120, input=input).stdout.decode(errors="replace")
-        except AssertionError as e:
-            raise AssertionError(f"{NODE}: {e}") from None
+        return ssh_run(self.key, IP, cmd, check=check, timeout=120, input=input, name=NODE).stdout.decode(
+            errors="replace"
+        )
 
 
 @pytest.fixture(scope="module")

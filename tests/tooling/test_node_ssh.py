@@ -47,8 +47,8 @@ def test_a_banner_exchange_that_timed_out_is_tried_again_and_the_command_runs_on
 def test_a_node_that_never_answers_fails_after_the_attempts_naming_the_node_and_ssh_words(fake_ssh, monkeypatch):
     monkeypatch.setenv("FAILS", "99")
     monkeypatch.setenv("FAILURE", "ssh: connect to host 10.213.0.111 port 22: Connection refused")
-    with pytest.raises(AssertionError, match=r"`true` on 10\.213\.0\.111 exited 255: .*Connection refused"):
-        ssh_run("key", "10.213.0.111", "true")
+    with pytest.raises(AssertionError, match=r"`true` on rr1 \(10\.213\.0\.111\) exited 255: .*Connection refused"):
+        ssh_run("key", "10.213.0.111", "true", name="rr1")
     assert fake_ssh() == 3
 
 
