@@ -121,6 +121,13 @@ bench-converged: venv ## converged re-run figures (about 10-15 minutes: a cold c
 test-daytwo: venv ## build-set upgrade, fault + automatic rollback, rollback.yml on the router fleet (node lock)
 	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider tests/integration/test_router_rolling_on_nodes.py -m node
 
+# The same module's model-revision cases alone (issue 28 item 3), without the builds: the fleet comes up, then
+# playbooks/model_revision.yml, a faulted revision rolled back, rollback.yml and retention. Node lock.
+.PHONY: test-revisions
+test-revisions: venv ## model revision switch, fault + rollback, rollback.yml, retention on the router fleet (node lock)
+	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider tests/integration/test_router_rolling_on_nodes.py -m node \
+		-k "come_up_behind_the_router or model_revision"
+
 # --- the example inventory as shipped, end to end (issue 24 item 1): four nodes ex1..ex4 (10.213.0.121-124), site.yml
 # cold to a serving fleet behind the router, then again with changed=0. Not in `make test`: a cold site.yml on ONE
 # node already takes 7.6 min here (molecule default's converge, 2026-12-01) and make test is over its budget; this

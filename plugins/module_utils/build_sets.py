@@ -10,6 +10,10 @@ rename(2). ``ROOT/history.json`` lists the sets the pointer has pointed at, newe
 ``history[1]`` the previous one (the target of a rollback). A set is complete once the build stage wrote
 ``ROOT/NAME/MARKER``; an incomplete set (an interrupted build) is never switched to and never counted as kept.
 
+The same rules keep a model's revisions side by side (``kind`` "model", KINDS): one directory per commit under
+``llmops_model_revisions_dir``, the server serving ``llmops_model_dir``, a pointer to one of them. A revision is
+complete once the model stage wrote its snapshot marker (every file verified against the hub's listing).
+
 Pure functions, no Ansible imports (tests/unit/test_build_sets.py); plugins/modules/build_set.py applies them.
 """
 
@@ -20,6 +24,23 @@ import re
 from ansible_collections.llmops.sglang.plugins.module_utils.build_plan import fingerprint
 
 MARKER = "llmops-set.json"
+# What differs between build sets and model revisions: the file that says a directory is complete, and the words.
+KINDS = {
+    "build": {
+        "marker": MARKER,
+        "thing": "build set",
+        "done": f"its {MARKER} written by the build stage",
+        "make": "Run the build stage (--tags build), then switch.",
+        "keep": "llmops_build_sets_keep",
+    },
+    "model": {
+        "marker": ".llmops-snapshot.json",  # module_utils/hf_hub.py MARKER, written once every file is verified
+        "thing": "model revision",
+        "done": "its .llmops-snapshot.json written by the model stage once every file was verified",
+        "make": "Run the model stage (--tags model) with that model_revision, then switch.",
+        "keep": "llmops_model_revisions_keep",
+    },
+}
 HISTORY = "history.json"
 LEGACY_PREFIX = "legacy-"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
@@ -40,12 +61,13 @@ def set_name(request: dict, label: str = "") -> str:
     return f"{slug}-{fingerprint(request)}"
 
 
-def check_name(name: str) -> str:
-    """A set name as a path component: no separator, no dot-dot, no leading dash."""
+def check_name(name: str, kind: str = "build") -> str:
+    """A set's or revision's name as a path component: no separator, no dot-dot, no leading dash."""
     name = str(name or "")
     if not NAME_RE.match(name) or name in (".", ".."):
+        example = "v0.5.9-3f2a9c0d4b1e7a55" if kind == "build" else "a 40-hex commit"
         raise ValueError(
-            "expected a build set name of letters, digits, '.', '_', '+', '-' (e.g. v0.5.9-3f2a9c0d4b1e7a55); "
+            f"expected a {KINDS[kind]['thing']} name of letters, digits, '.', '_', '+', '-' (e.g. {example}); "
             f"found {name!r}"
         )
     return name
@@ -80,7 +102,9 @@ def previous_of(history, current: str | None, complete) -> str | None:
     return None
 
 
-def retention(on_disk, complete, history, current: str | None, keep: int, *, protect=(), unswitched=False) -> dict:
+def retention(
+    on_disk, complete, history, current: str | None, keep: int, *, protect=(), unswitched=False, kind="build"
+) -> dict:
     """Which sets stay and which are removed.
 
     Kept: current, the sets in ``protect`` (the one being built, the one about to be switched to) and the ``keep``
@@ -90,7 +114,7 @@ def retention(on_disk, complete, history, current: str | None, keep: int, *, pro
     it once another set is asked for). ``keep`` below 0 is refused.
     """
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
-        raise ValueError(f"expected llmops_build_sets_keep to be a whole number >= 0; found {keep!r}")
+        raise ValueError(f"expected {KINDS[kind]['keep']} to be a whole number >= 0; found {keep!r}")
     kept = [n for n in [current, *protect] if n]
     previous = [n for n in (history or []) if n not in kept and n in complete and n in on_disk][:keep]
     kept = list(dict.fromkeys(kept + previous))
@@ -118,14 +142,20 @@ def disk_check(free_bytes: int, need_bytes: int, freed_bytes: int = 0, *, where:
     return out
 
 
-def switch_plan(want: str, current: str | None, history, complete, pointer_kind: str) -> dict:
+def switch_plan(want: str, current: str | None, history, complete, pointer_kind: str, *, kind: str = "build") -> dict:
     """What switching the pointer to ``want`` does.
 
-    ``want`` is a set name or ``previous`` (the newest complete set before current). ``pointer_kind`` is ``link``,
-    ``absent`` or ``dir`` (an unkeyed virtualenv from before build sets: it is moved into the root as a legacy set and
-    stays available as the previous set). Returns target, switch (the pointer changes), and error when the switch is
-    refused (no previous set, an incomplete or missing set).
+    ``want`` is a name, ``previous`` (the newest complete one before current) or ``current`` (stay where the pointer
+    is: a roll that moves only the other kind). ``pointer_kind`` is ``link``, ``absent`` or ``dir`` (an unkeyed
+    directory from before sets and revisions: it is adopted into the root and stays available as the previous one).
+    Returns target, switch (the pointer changes), and error when the switch is refused (no previous one, an incomplete
+    or missing one).
     """
+    words = KINDS[kind]
+    if want == "current":
+        if pointer_kind == "link" and current in complete:
+            return {"target": current, "switch": False, "error": None}
+        return {"target": None, "switch": False, "error": None}
     if want == "previous":
         target = previous_of(history, current, complete)
         if target is None:
@@ -133,20 +163,19 @@ def switch_plan(want: str, current: str | None, history, complete, pointer_kind:
                 "target": None,
                 "switch": False,
                 "error": (
-                    f"Expected a previous build set to roll back to; found none besides the current one "
+                    f"Expected a previous {words['thing']} to roll back to; found none besides the current one "
                     f"({current or 'none'}). Nothing was changed."
                 ),
             }
     else:
-        target = check_name(want)
+        target = check_name(want, kind)
         if target not in complete:
             return {
                 "target": target,
                 "switch": False,
                 "error": (
-                    f"Expected the build set {target} to be complete (its {MARKER} written by the build stage); "
-                    "found it missing or unfinished. Run the build stage (--tags build), then switch. "
-                    "Nothing was changed."
+                    f"Expected the {words['thing']} {target} to be complete ({words['done']}); "
+                    f"found it missing or unfinished. {words['make']} Nothing was changed."
                 ),
             }
     return {"target": target, "switch": pointer_kind != "link" or current != target, "error": None}

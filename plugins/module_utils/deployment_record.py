@@ -52,10 +52,10 @@ EVENTS = {
 # The detail each event may carry (anything else is dropped, so no caller can put an unvetted value in the record).
 DETAIL = {
     "drained": ("left_router_at", "in_flight_left"),
-    "restarted": ("attempt", "build_set", "mem_fraction_static"),
+    "restarted": ("attempt", "build_set", "model_revision", "mem_fraction_static"),
     "ready": ("attempt", "startup_seconds"),
     "failed": ("attempt", "outcome", "phase", "why"),
-    "rolled_back": ("from_set", "to_set"),
+    "rolled_back": ("from_set", "to_set", "from_revision", "to_revision"),
     "rejoined": (),
     "stopped": ("why",),
 }

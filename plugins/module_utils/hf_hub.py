@@ -192,6 +192,34 @@ def marker_matches(marker, repo_id, repo_type, revision, *, allow, ignore):
     )
 
 
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+def find_snapshot(root, repo_id, repo_type, revision, *, allow, ignore):
+    """In a root of one directory per commit (ROOT/COMMIT), the directory of a complete snapshot for ``revision``.
+
+    A 40-hex revision names its own directory. For a branch or tag, the newest marker (its mtime) whose repository,
+    revision and patterns match - the last snapshot downloaded for it; None when no marker matches.
+    """
+    if COMMIT_RE.match(revision or ""):
+        names = [revision]
+    else:
+        try:
+            names = [n for n in os.listdir(root) if COMMIT_RE.match(n)]
+        except OSError:
+            return None
+    found = []
+    for name in names:
+        dest = os.path.join(root, name)
+        marker = load_marker(dest)
+        if (
+            marker_matches(marker, repo_id, repo_type, revision, allow=allow, ignore=ignore)
+            and marker["commit"] == name
+        ):
+            found.append((os.stat(os.path.join(dest, MARKER)).st_mtime_ns, dest))
+    return max(found)[1] if found else None
+
+
 def check_local(dest, marker, rehash=False):
     """Problems of a marked snapshot on disk (missing files, wrong sizes, wrong hashes): a list of strings."""
     problems = []

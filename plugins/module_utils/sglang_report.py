@@ -403,6 +403,8 @@ def event_detail(event):
         parts = ["attempt %s" % e.get("attempt", 1)]
         if e.get("build_set"):
             parts.append("build set %s" % e["build_set"])
+        if e.get("model_revision"):
+            parts.append("model revision %s" % str(e["model_revision"])[:12])
         if e.get("mem_fraction_static") is not None:
             parts.append("mem-fraction-static %s" % e["mem_fraction_static"])
         return ", ".join(parts)
@@ -411,7 +413,15 @@ def event_detail(event):
     if name == "failed":
         return "%s in phase %s: %s" % (e.get("outcome") or "error", e.get("phase") or "-", e.get("why") or "")
     if name == "rolled_back":
-        return "from %s to %s" % (e.get("from_set") or "-", e.get("to_set") or "-")
+        moves = []
+        if e.get("from_set") or e.get("to_set"):
+            moves.append("build set from %s to %s" % (e.get("from_set") or "-", e.get("to_set") or "-"))
+        if e.get("from_revision") or e.get("to_revision"):
+            moves.append(
+                "model revision from %s to %s"
+                % (str(e.get("from_revision") or "-")[:12], str(e.get("to_revision") or "-")[:12])
+            )
+        return "; ".join(moves) or "from - to -"
     if name == "stopped":
         return e.get("why") or ""
     return ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: build_set
-short_description: Build sets side by side, the C(current) pointer the server runs from, retention and the disk check
+short_description: Build sets and model revisions side by side, the pointer the server uses, retention, disk check
 version_added: "0.4.0"
 description:
   - Each build set (torch, SGLang, sgl-kernel, flash-attn) is a virtualenv in O(root) named by its request's
@@ -22,8 +22,18 @@ description:
     completed, so nothing runs from it), also before the set is complete; otherwise it changes nothing.
   - V(switch) points O(pointer) at O(name) (a set name or V(previous)), records the history and removes the sets
     beyond O(keep). An unkeyed virtualenv at O(pointer) (before build sets) becomes the set C(legacy-TIME) first.
+  - With O(kind=model) the same rules keep a model's revisions, one directory per commit in O(root)
+    (C(llmops_model_revisions_dir)), O(pointer) being C(llmops_model_dir); a revision is complete once the model stage
+    wrote its C(.llmops-snapshot.json). V(prepare) then adopts a model directory from before revisions (complete: its
+    marker names the commit it becomes; an unfinished one is refused) and removes the revisions beyond O(keep); the
+    free disk is checked by the download itself (M(llmops.sglang.hf_snapshot)).
   - The naming, retention, disk and switch rules are in C(plugins/module_utils/build_sets.py).
 options:
+  kind:
+    description: What the directories hold - V(build) sets (virtualenvs) or V(model) revisions.
+    type: str
+    choices: [build, model]
+    default: build
   root:
     description: Directory holding one directory per build set (C(llmops_build_sets_dir)).
     type: path
@@ -38,7 +48,9 @@ options:
     choices: [inspect, prepare, point, switch]
     default: inspect
   name:
-    description: The set (a name, or V(previous) for V(switch) and V(inspect)); empty for V(inspect) reads the state.
+    description:
+      - The set or revision (a name, V(previous) or V(current) for V(switch) and V(inspect)); empty for V(inspect) reads
+        the state.
     type: str
     default: ""
   keep:
@@ -139,8 +151,9 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 class State:
-    def __init__(self, root: str, pointer: str):
-        self.root, self.pointer = root.rstrip("/"), pointer.rstrip("/")
+    def __init__(self, root: str, pointer: str, kind: str = "build"):
+        self.root, self.pointer, self.kind_of = root.rstrip("/"), pointer.rstrip("/"), kind
+        marker = bs.KINDS[kind]["marker"]
         if os.path.islink(self.pointer):
             self.kind = "link"
             self.current = bs.current_of(os.readlink(self.pointer), self.root)
@@ -150,7 +163,7 @@ class State:
             self.kind, self.current = "absent", None
         names = sorted(os.listdir(self.root)) if os.path.isdir(self.root) else []
         self.on_disk = [n for n in names if bs.NAME_RE.match(n) and os.path.isdir(os.path.join(self.root, n))]
-        self.complete = [n for n in self.on_disk if os.path.isfile(os.path.join(self.root, n, bs.MARKER))]
+        self.complete = [n for n in self.on_disk if os.path.isfile(os.path.join(self.root, n, marker))]
         try:
             with open(os.path.join(self.root, bs.HISTORY), encoding="utf-8") as fh:
                 saved = json.load(fh).get("history", [])
@@ -169,23 +182,49 @@ class State:
         }
 
 
+def _legacy_name(module, st: State) -> str:
+    """The name an unkeyed directory at the pointer gets in the root: legacy-TIME, or a model snapshot's commit."""
+    if st.kind_of == "model":
+        try:
+            with open(os.path.join(st.pointer, bs.KINDS["model"]["marker"]), encoding="utf-8") as fh:
+                commit = json.load(fh).get("commit")
+        except (OSError, ValueError, AttributeError):
+            commit = None
+        if not isinstance(commit, str) or not bs.NAME_RE.match(commit):
+            module.fail_json(
+                msg=f"Expected {st.pointer} (llmops_model_dir) to be absent or a link into {st.root} "
+                "(llmops_model_revisions_dir); found a directory without a complete snapshot (an interrupted download "
+                "of an earlier release of the collection). Move it away or remove it, then run the model stage again. "
+                "Nothing was changed."
+            )
+        return commit
+    return bs.LEGACY_PREFIX + time.strftime("%Y%m%d%H%M%S", time.gmtime(os.stat(st.pointer).st_mtime))
+
+
 def _adopt_legacy(module, st: State, record: str | None) -> str:
-    """Move an unkeyed virtualenv at the pointer into the root as a legacy set and point the pointer at it."""
-    legacy = bs.LEGACY_PREFIX + time.strftime("%Y%m%d%H%M%S", time.gmtime(os.stat(st.pointer).st_mtime))
+    """Move an unkeyed directory at the pointer into the root (a legacy set, a revision) and point the pointer at it."""
+    legacy = _legacy_name(module, st)
+    if st.kind_of == "model" and os.path.exists(os.path.join(st.root, legacy)):
+        module.fail_json(
+            msg=f"Expected {st.pointer} (llmops_model_dir) to be a link into {st.root}; found a directory holding the "
+            f"commit {legacy}, which {st.root} holds too. Remove one of them, then run again. Nothing was changed."
+        )
     if not module.check_mode:
         os.makedirs(st.root, mode=0o755, exist_ok=True)
         os.rename(st.pointer, os.path.join(st.root, legacy))
         os.symlink(os.path.join(st.root, legacy), st.pointer)  # the same files under the same path
         if record and os.path.isfile(record):
             shutil.copyfile(record, os.path.join(st.root, legacy, "llmops-sglang.json"))
-        _write_atomic(os.path.join(st.root, legacy, bs.MARKER), json.dumps({"name": legacy, "legacy": True}) + "\n")
+        if st.kind_of == "build":
+            marker = os.path.join(st.root, legacy, bs.MARKER)
+            _write_atomic(marker, json.dumps({"name": legacy, "legacy": True}) + "\n")
     return legacy
 
 
 def _remove(module, st: State, names) -> None:
     for n in names:
         if not module.check_mode:
-            shutil.rmtree(os.path.join(st.root, bs.check_name(n)))
+            shutil.rmtree(os.path.join(st.root, bs.check_name(n, st.kind_of)))
 
 
 def main():
@@ -193,6 +232,7 @@ def main():
         argument_spec=dict(
             root=dict(type="path", required=True),
             pointer=dict(type="path", required=True),
+            kind=dict(type="str", choices=["build", "model"], default="build"),
             action=dict(type="str", choices=["inspect", "prepare", "point", "switch"], default="inspect"),
             name=dict(type="str", default=""),
             keep=dict(type="int", default=2),
@@ -202,21 +242,25 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    kind = p["kind"]
     if os.path.realpath(p["pointer"]).rstrip("/") == os.path.realpath(p["root"]).rstrip("/"):
         module.fail_json(
-            msg=f"Expected llmops_venv and llmops_build_sets_dir to differ; found both {p['root']}. "
+            msg=f"Expected {'llmops_venv' if kind == 'build' else 'llmops_model_dir'} and "
+            f"{'llmops_build_sets_dir' if kind == 'build' else 'llmops_model_revisions_dir'} to differ; found both "
+            f"{p['root']}. "
             "Nothing was changed."
         )
     try:
-        st = State(p["root"], p["pointer"])
+        st = State(p["root"], p["pointer"], kind)
         result = {"changed": False, "removed": [], **st.report()}
         if p["action"] == "inspect":
             if p["name"]:
-                result["plan"] = bs.switch_plan(p["name"], st.current, st.history, st.complete, st.kind)
+                result["plan"] = bs.switch_plan(p["name"], st.current, st.history, st.complete, st.kind, kind=kind)
             module.exit_json(**result)
 
         if p["action"] == "prepare":
-            name = bs.check_name(p["name"])
+            # a model revision's commit is known only once the download asked the hub: prepare may come without one
+            name = bs.check_name(p["name"], kind) if p["name"] or kind == "build" else ""
             legacy = _adopt_legacy(module, st, p["legacy_sglang_record"]) if st.kind == "dir" else None
             if legacy:
                 st.on_disk.append(legacy)
@@ -227,8 +271,17 @@ def main():
                     _write_atomic(
                         os.path.join(st.root, bs.HISTORY), json.dumps({"history": st.history}, indent=1) + "\n"
                     )
-            keep = bs.retention(st.on_disk, st.complete, st.history, st.current, p["keep"], protect=[name])
-            if name not in st.complete:
+            keep = bs.retention(
+                st.on_disk,
+                st.complete,
+                st.history,
+                st.current,
+                p["keep"],
+                protect=[name] if name else [],
+                unswitched=kind == "model",  # a download in progress or one not switched to yet
+                kind=kind,
+            )
+            if kind == "build" and name not in st.complete:
                 sizes = [_size(os.path.join(st.root, n)) for n in st.complete]
                 freed = sum(_size(os.path.join(st.root, n)) for n in keep["remove"])
                 need = max([int(p["min_free_gib"] * bs.GIB), *sizes])
@@ -243,13 +296,14 @@ def main():
             module.exit_json(**result)
 
         if p["action"] == "point":
-            name = bs.check_name(p["name"])
+            name = bs.check_name(p["name"], kind)
             # nothing runs from the pointer: there is none, or it names a set that was never completed (a first
             # install that stopped; the server role only ever switches to complete sets)
             unused = st.kind == "absent" or (st.kind == "link" and st.current not in st.complete)
             if unused and st.current != name:
                 if not module.check_mode:
                     os.makedirs(os.path.join(st.root, name), mode=0o755, exist_ok=True)
+                    os.makedirs(os.path.dirname(st.pointer) or "/", mode=0o755, exist_ok=True)
                     tmp = f"{st.pointer}.new-{os.getpid()}"
                     if os.path.lexists(tmp):
                         os.unlink(tmp)
@@ -260,22 +314,26 @@ def main():
             module.exit_json(**result)
 
         # switch
-        legacy = (
-            bs.LEGACY_PREFIX + time.strftime("%Y%m%d%H%M%S", time.gmtime(os.stat(st.pointer).st_mtime))
-            if st.kind == "dir"
-            else None
-        )
+        legacy = _legacy_name(module, st) if st.kind == "dir" else None
         complete = st.complete + ([legacy] if legacy else [])
         history = ([legacy] if legacy else []) + st.history
         current = legacy or st.current
-        plan = bs.switch_plan(p["name"], current, history, complete, "link" if legacy else st.kind)
+        plan = bs.switch_plan(p["name"], current, history, complete, "link" if legacy else st.kind, kind=kind)
         result["plan"] = plan
         if plan["error"]:
             module.fail_json(msg=plan["error"], **result)
         target = plan["target"]
+        if target is None:  # "current" with nothing to stay on: nothing to do
+            module.exit_json(**result)
         history = bs.new_history(target, history)
         keep = bs.retention(
-            st.on_disk + ([legacy] if legacy else []), complete, history[1:], target, p["keep"], unswitched=True
+            st.on_disk + ([legacy] if legacy else []),
+            complete,
+            history[1:],
+            target,
+            p["keep"],
+            unswitched=True,
+            kind=kind,
         )
         history = [n for n in history if n not in keep["remove"]]
         if not module.check_mode:
@@ -299,7 +357,7 @@ def main():
         )
         module.exit_json(**result)
     except (ValueError, OSError) as e:
-        module.fail_json(msg=f"build sets in {p['root']}: {e}. Nothing more was changed.")
+        module.fail_json(msg=f"{bs.KINDS[kind]['thing']}s in {p['root']}: {e}. Nothing more was changed.")
 
 
 if __name__ == "__main__":

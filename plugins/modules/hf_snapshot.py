@@ -26,6 +26,9 @@ description:
     while the commit and every file's digest still come from the hub.
   - When the marker says the snapshot for this repository, revision (or its commit) and patterns is complete, no
     network request is made - the marker and the file sizes are enough (O(verify=sha256) re-hashes every file).
+  - With O(by_commit), O(dest) holds one directory per commit (C(DEST/COMMIT)), so a new revision downloads beside the
+    ones on disk (the model role's C(llmops_model_revisions_dir)); the marker of the newest complete snapshot for a
+    branch or tag still answers without the network.
   - Needs only the Python standard library on the host (no huggingface_hub).
   - Partial files live in C(DEST/.llmops-partial/) with the digest they belong to; they survive failed calls, so the
     next call continues where the last one stopped (huggingface_hub 2.x resumes only within one call).
@@ -63,6 +66,10 @@ options:
     description: Variable holding the token in O(token_file).
     type: str
     default: HF_TOKEN
+  by_commit:
+    description: O(dest) is a root of one directory per commit; the snapshot goes into C(DEST/COMMIT).
+    type: bool
+    default: false
   dest:
     description: Directory that receives the files (created).
     type: path
@@ -186,6 +193,10 @@ done:
   description: True when the snapshot is complete and verified (or the call failed); false when O(wait_budget) ran out.
   returned: always
   type: bool
+dest:
+  description: The snapshot's directory (with O(by_commit), C(DEST/COMMIT)).
+  returned: always
+  type: str
 commit:
   description: The commit the snapshot belongs to.
   returned: always
@@ -254,6 +265,7 @@ from urllib.parse import quote as urllib_quote
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
+    COMMIT_RE,
     MARKER,
     PARTIAL_DIR,
     HubClient,
@@ -262,6 +274,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
     check_local,
     expected_digest,
     filter_paths,
+    find_snapshot,
     free_bytes,
     human,
     load_marker,
@@ -321,6 +334,7 @@ def argument_spec():
         token_file=dict(type="path"),
         token_env_name=dict(type="str", default="HF_TOKEN"),
         dest=dict(type="path", required=True),
+        by_commit=dict(type="bool", default=False),
         allow_patterns=dict(type="list", elements="str", default=[]),
         ignore_patterns=dict(type="list", elements="str", default=[]),
         verify=dict(type="str", default="sizes", choices=["sizes", "sha256"]),
@@ -349,11 +363,22 @@ def run_module():
     problem = check_inputs(p)
     if problem:
         module.fail_json(msg=problem)
-    dest = p["dest"]
-    marker_path = os.path.join(dest, MARKER)
     allow, ignore = p["allow_patterns"], p["ignore_patterns"]
+    dest = root = p["dest"]
+    if p["by_commit"]:  # ROOT/COMMIT: the complete snapshot of this revision when there is one, else its commit's
+        dest = find_snapshot(root, p["repo_id"], p["repo_type"], p["revision"], allow=allow, ignore=ignore) or (
+            os.path.join(root, p["revision"]) if COMMIT_RE.match(p["revision"]) else root
+        )
+    marker_path = os.path.join(dest, MARKER)
     result = dict(
-        changed=False, done=True, marker=marker_path, downloaded=[], resumed=[], refetched=[], repo_id=p["repo_id"]
+        changed=False,
+        done=True,
+        dest=dest,
+        marker=marker_path,
+        downloaded=[],
+        resumed=[],
+        refetched=[],
+        repo_id=p["repo_id"],
     )
 
     # ---- a complete snapshot: no network -------------------------------------------------------------------
@@ -435,6 +460,12 @@ def run_module():
         files[rel] = {"size": int(by_path[rel]["size"]), "kind": kind, "digest": digest}
     total = sum(f["size"] for f in files.values())
     result.update(commit=commit, revision=p["revision"], source="hub", files=len(files), bytes_total=total)
+    if p["by_commit"] and dest != os.path.join(root, commit):  # the commit's own directory, and its own marker
+        dest = os.path.join(root, commit)
+        marker_path = os.path.join(dest, MARKER)
+        marker = load_marker(dest)
+        complete = marker_matches(marker, p["repo_id"], p["repo_type"], p["revision"], allow=allow, ignore=ignore)
+    result.update(dest=dest, marker=marker_path)
 
     # Which files are already right? In the marker (same digest) or in this snapshot's verified record (same size and
     # mtime): trusted; any other present file of the right size is hashed once and recorded.

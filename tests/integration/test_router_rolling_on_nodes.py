@@ -704,6 +704,112 @@ def test_an_upgrade_in_check_mode_reports_and_changes_nothing(fleet):
     FIGURES.append(f"upgrade.yml --check after the rollback: {run.seconds:.0f} s, nothing changed on the hosts")
 
 
+# --- Day two: model revisions side by side (issue 28 item 3) -----------------------------------------------------
+# The hub stand-in's sim-org/GLM-5-NVFP4 has two real commits (tag v1.0, and main, which updated README.md); the fleet
+# serves main. playbooks/model_revision.yml downloads another revision beside it on every host and rolls the replicas
+# to it through the router; a revision that does not come up (sim_faults' model= fault: only for that commit's
+# directory) is rolled back on that replica; rollback.yml -e rollback_model_to=previous goes back; retention removes
+# what llmops_model_revisions_keep does not keep. Run with the day-two cases (LLMOPS_DAYTWO=1): `make test-daytwo`,
+# or only these, without the builds: `make test-revisions`.
+MODEL_LINK = "/opt/models/GLM-5-NVFP4"
+REVISIONS = MODEL_LINK + ".revisions"
+
+
+def model_link(fleet: Fleet, ip: str) -> str:
+    return ssh(fleet.key, ip, f"readlink {MODEL_LINK}").strip().rsplit("/", 1)[-1]
+
+
+def revisions_on_disk(fleet: Fleet, ip: str) -> list[str]:
+    return sorted(ssh(fleet.key, ip, f"ls {REVISIONS}").split())
+
+
+def serving_vars(fleet: Fleet) -> dict:
+    """The variables of the fleet's last roll: the build-set cases' (the stand-in ahead of the set's sglang) when the
+    fleet runs from a build set, so a model roll changes nothing else."""
+    linked = ssh(fleet.key, REPLICAS["rr1"], "readlink /opt/sglang/venv", check=False).strip()
+    return daytwo_vars(fleet, "v0.5.8") if linked else {}
+
+
+@daytwo
+def test_a_model_revision_downloads_beside_the_served_one_and_rolls_the_fleet_with_no_failed_request(fleet):
+    served = {ip: model_link(fleet, ip) for ip in REPLICAS.values()}
+    assert len(set(served.values())) == 1, served  # the commit of main, linked by the first download
+    run, loop = rolled(fleet, "playbooks/model_revision.yml", {**serving_vars(fleet), "model_revision": "v1.0"},
+                       "model revision main -> v1.0")  # fmt: skip
+    assert run.rc == 0, run.why()
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    assert fleet.workers() == {u: True for u in URLS}
+    for ip, main_sha in served.items():
+        new = model_link(fleet, ip)
+        assert new != main_sha and len(new) == 40, new
+        assert revisions_on_disk(fleet, ip) == sorted([main_sha, new, "history.json"])
+        record = deployment(fleet, ip)
+        assert (record["model"]["commit"], record["model"]["revision"]) == (new, "v1.0"), record["model"]
+        assert (record["model"]["revisions"]["current"], record["model"]["revisions"]["previous"]) == (new, main_sha)
+        assert record["previous"]["model"]["commit"] == main_sha, record["previous"]
+        steps = [(e["event"], e.get("model_revision")) for e in record["roll"]["events"]]
+        assert ("restarted", new) in steps and steps[-1] == ("rejoined", None), steps
+
+
+@daytwo
+def test_a_model_revision_that_does_not_come_up_is_rolled_back_on_that_replica_and_the_roll_stops(fleet):
+    rr1, rr2 = REPLICAS["rr1"], REPLICAS["rr2"]
+    old = model_link(fleet, rr1)  # v1.0's commit
+    main_sha = [c for c in revisions_on_disk(fleet, rr1) if c not in (old, "history.json")][0]
+    rr2_state = (fleet.main_pid(rr2), model_link(fleet, rr2))
+    ssh(fleet.key, rr1, f"mkdir -p /etc/sglang-sim && echo 'crash@weights_loading model={main_sha[:12]}' "
+                        "> /etc/sglang-sim/fault")  # fmt: skip
+    try:
+        run, loop = rolled(fleet, "playbooks/model_revision.yml", {**serving_vars(fleet), "model_revision": "main"},
+                           "model revision v1.0 -> main with a fault in main on rr1 (rolled back)")  # fmt: skip
+    finally:
+        ssh(fleet.key, rr1, "rm -f /etc/sglang-sim/fault")
+    assert run.rc != 0
+    failures = run.failures()
+    assert {h for h, _, _ in failures} == {"rr1"}, failures
+    stops = [m for _, n, m in failures if n == "Stop the roll here with the diagnosis"]
+    assert len(stops) == 1, failures
+    msg = stops[0]
+    assert f"the model revision {main_sha} did not come up" in msg, msg
+    assert f"Rolled back to the model revision {old}: ready and back in the router" in msg, msg
+    assert model_link(fleet, rr1) == old
+    assert (fleet.main_pid(rr2), model_link(fleet, rr2)) == rr2_state, "rr2 was touched"
+    assert fleet.workers() == {u: True for u in URLS}
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    record = deployment(fleet, rr1)
+    assert record["model"]["commit"] == old, record["model"]
+    back = [e for e in record["roll"]["events"] if e["event"] == "rolled_back"]
+    assert [(e.get("from_revision"), e.get("to_revision")) for e in back] == [(main_sha, old)], record["roll"]
+
+
+@daytwo
+def test_a_model_revision_switch_then_rollback_fail_no_request_and_retention_removes_older_revisions(fleet):
+    extra = serving_vars(fleet)
+    old = {ip: model_link(fleet, ip) for ip in REPLICAS.values()}  # v1.0 on both
+    run, loop = rolled(fleet, "playbooks/model_revision.yml", {**extra, "model_revision": "main"},
+                       "model revision v1.0 -> main")  # fmt: skip
+    assert run.rc == 0, run.why()
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    new = {ip: model_link(fleet, ip) for ip in REPLICAS.values()}
+    assert all(new[ip] != old[ip] for ip in REPLICAS.values()), (old, new)
+    back, loop = rolled(fleet, "playbooks/rollback.yml", {**extra, "rollback_model_to": "previous"},
+                        "rollback.yml -e rollback_model_to=previous (main -> v1.0)")  # fmt: skip
+    assert back.rc == 0, back.why()
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    assert {ip: model_link(fleet, ip) for ip in REPLICAS.values()} == old
+    assert fleet.workers() == {u: True for u in URLS}
+    # llmops_model_revisions_keep 0: moving to main again removes v1.0 once the link left it
+    run, loop = rolled(fleet, "playbooks/model_revision.yml",
+                       {**extra, "model_revision": "main", "llmops_model_revisions_keep": 0},
+                       "model revision v1.0 -> main with llmops_model_revisions_keep 0")  # fmt: skip
+    assert run.rc == 0, run.why()
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    for ip in REPLICAS.values():
+        assert model_link(fleet, ip) == new[ip]
+        assert revisions_on_disk(fleet, ip) == sorted([new[ip], "history.json"])
+    FIGURES.append(f"model revisions on each host after retention: {revisions_on_disk(fleet, REPLICAS['rr1'])}")
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -85,8 +85,12 @@ def test_the_check_runs_in_validate_before_anything_changes():
     includes = [t["ansible.builtin.include_role"] for t in before if "ansible.builtin.include_role" in t]
     assert includes == [{"name": "llmops.sglang.preflight", "tasks_from": "discover"}]
     modules = {k.rsplit(".", 1)[-1] for t in before for k in t if k.startswith(("ansible.builtin.", "llmops."))}
-    # build_set only reads which build set runs (action inspect) before the check
-    assert [t["llmops.sglang.build_set"]["action"] for t in before if "llmops.sglang.build_set" in t] == ["inspect"]
+    # build_set only reads which build set and which model revision to run (action inspect) before the check
+    assert [
+        (t["llmops.sglang.build_set"].get("kind", "build"), t["llmops.sglang.build_set"]["action"])
+        for t in before
+        if "llmops.sglang.build_set" in t
+    ] == [("build", "inspect"), ("model", "inspect")]
     read_only |= {"build_set"}
     assert modules - {"gpu_facts", "include_role"} <= read_only, modules  # nothing before the check changes the host
     # ... and the discovery the server includes installs nothing: its one package step is preflight's own
@@ -114,7 +118,12 @@ def test_the_check_tasks_run_by_ansible_refuse_only_what_they_should(tmp_path, c
     play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": TASKS[i - 2 : i + 1]}]))
     model = tmp_path / "model"
     model.mkdir()
-    extra = {"llmops_model_dir": str(model), "ansible_python_interpreter": sys.executable}
+    # server_model_dir_to_run: roles/server/vars/main.yml's value on a host without revisions (llmops_model_dir)
+    extra = {
+        "llmops_model_dir": str(model),
+        "server_model_dir_to_run": str(model),
+        "ansible_python_interpreter": sys.executable,
+    }
     if case != "own-model":
         (model / ".llmops-snapshot.json").write_text(json.dumps({"commit": COMMIT}))
         extra["model_commit"] = "f" * 40 if case == "other-commit" else COMMIT

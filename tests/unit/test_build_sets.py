@@ -327,7 +327,7 @@ def test_rollback_goes_back_and_run_again_goes_forward_and_a_named_set_is_reache
     assert rc == 0 and named["current"] == "s1" and (tmp_path / "venv" / "bin" / "python").read_text() == "s1"
 
 
-@pytest.mark.parametrize("playbook", ["upgrade.yml", "rollback.yml", "fleet_switch.yml"])
+@pytest.mark.parametrize("playbook", ["upgrade.yml", "rollback.yml", "fleet_switch.yml", "model_revision.yml"])
 def test_the_day_two_playbooks_pass_the_syntax_check_with_the_sim_inventory(playbook):
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
     binary = str(Path(sys.executable).with_name("ansible-playbook"))

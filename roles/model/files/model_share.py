@@ -14,7 +14,8 @@ neither answer carries a byte of a file. Paths are /COMMIT/PATH: a file is serve
 (the completion marker, or the verified-files record of the download in progress) list PATH for COMMIT, and, for a
 file verified during a download, only while its size and mtime are the ones recorded - so after a revision update the
 old file is never served under the new commit (404: "not yet", the receiver asks again). A path that resolves outside
-DIRECTORY (a symlink) is refused (403).
+DIRECTORY (a symlink) is refused (403). DIRECTORY is a snapshot, or a root of one snapshot per commit (the model
+role's llmops_model_revisions_dir): a file of COMMIT is then looked up in DIRECTORY/COMMIT.
 
 Byte ranges: one range `bytes=A-B` / `bytes=A-`, answered 206 with `Content-Range`; any other or unsatisfiable Range
 answers 416 with `Content-Range: bytes */SIZE`. At most max_connections handlers at once (a further connection gets
@@ -208,6 +209,8 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
             return self._refuse(404, "not a file of the snapshot")
         rel = "/".join(names)
         root = self.server.root
+        if os.path.isdir(os.path.join(root, commit)):  # a root of one snapshot per commit
+            root = os.path.realpath(os.path.join(root, commit))
         path = os.path.realpath(os.path.join(root, rel))
         if os.path.commonpath([root, path]) != root or path == root:
             return self._refuse(403, "outside the snapshot")

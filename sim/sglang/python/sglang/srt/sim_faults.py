@@ -23,7 +23,9 @@ Keys: ``rank=N`` (rank index inside the TP x PP group - the global rank with ``-
 TP16 server -, ``all`` for every rank), ``seconds=N``, ``release=X.Y.Z`` (the fault applies only when the ``sglang``
 distribution installed in the interpreter's environment has that version, a local or dev suffix aside: the stand-in
 run through ``PYTHONPATH`` from a build set holding a real release's wheel plays that release, so a test can make one
-build set fail and not the other).
+build set fail and not the other), ``model=PREFIX`` (the fault applies only when ``--model-path``, links resolved, is a
+directory whose name starts with PREFIX: the model role keeps each revision in a directory named by its commit, so a
+test can make one model revision fail and not the other).
 Phases, in order: started, weights_loading, weights_loaded, kv_allocated, memory_pool_ready, cuda_graph_capturing,
 cuda_graph_captured (scheduler processes), http_up, ready (HTTP/parent process; crash@ready kills a scheduler right
 after the ready line, hang@ready makes the schedulers stop answering).
@@ -72,6 +74,12 @@ class Fault:
             return True
         installed, wanted = installed_release() or "", self.params["release"]
         return installed == wanted or installed.startswith((wanted + "+", wanted + ".dev"))
+
+    def serves(self, model_path: str) -> bool:
+        """A ``model=`` fault applies only to a model directory (links resolved) whose name starts with its value."""
+        if "model" not in self.params:
+            return True
+        return os.path.basename(os.path.realpath(model_path)).startswith(self.params["model"])
 
     def targets(self, rank: int) -> bool:
         if self.rank is None:

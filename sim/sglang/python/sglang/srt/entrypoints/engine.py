@@ -60,7 +60,7 @@ def prepare(server_args):
     """Resolve automatic values; log ``server_args=...`` and the model-specific warnings."""
     configure_logger(server_args.log_level)
     try:
-        faults = load_faults()
+        faults = [f for f in load_faults() if f.serves(server_args.model_path)]
     except FaultSpecError as e:
         logger.error(f"Invalid SGLANG_SIM_FAULT: {e}")
         sys.exit(2)
