@@ -21,6 +21,9 @@ def test_model_is_verified_with_its_commit(host):
     assert not host.file(f"{MODEL}/.llmops-partial").exists
     record = json.loads(host.file("/var/lib/llmops-sglang/model.json").content_string)
     assert record["commit"] == marker["commit"]
+    # the revision lives in its own directory, named by its commit; the served path is a link to it
+    assert host.file(MODEL).is_symlink
+    assert host.file(MODEL).linked_to == f"{MODEL}.revisions/{marker['commit']}" == record["path"]
 
 
 def test_unit_is_active_and_enabled(host):
