@@ -8,6 +8,8 @@ pip.conf, PIP_INDEX_URL), never from a name written here.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -63,6 +65,20 @@ def _stamp(path: Path, info: dict):
     (path / ".llmops-done").write_text(json.dumps(info, sort_keys=True) + "\n")
 
 
+@contextlib.contextmanager
+def _building(path: Path):
+    """One maker of ``path`` at a time on this machine: a second process (two test runs sharing the cache) waits for
+    the first and then finds its stamp, instead of removing and re-making the tree under it (FileExistsError seen
+    when a unit run overlapped a make test, 2026-12-02)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def torch_requires(torch_version: str = TORCH_VERSION_DEFAULT) -> list:
     """torch's declared requirements (Requires-Dist) for this Linux x86_64 Python, read by pip from the index's
     metadata without installing; cached as JSON."""
@@ -109,11 +125,13 @@ def venv(name: str, requirements: list) -> Path:
     py = root / "bin" / "python"
     if _stamped(root):
         return py
-    shutil.rmtree(root, ignore_errors=True)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    _run([sys.executable, "-m", "venv", str(root)])
-    _run([str(py), "-m", "pip", "install", "-q", *requirements], env=_pip_env())
-    _stamp(root, {"requirements": requirements})
+    with _building(root):
+        if _stamped(root):  # made by another process while this one waited
+            return py
+        shutil.rmtree(root, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(root)])
+        _run([str(py), "-m", "pip", "install", "-q", *requirements], env=_pip_env())
+        _stamp(root, {"requirements": requirements})
     return py
 
 
@@ -131,6 +149,13 @@ def cuda_toolkit(version: str = "13.0") -> Path:
     home = root / "nvidia" / f"cu{version.split('.', maxsplit=1)[0]}"
     if _stamped(root):
         return home
+    with _building(root):
+        if not _stamped(root):  # else made by another process while this one waited
+            _make_cuda(version, root, home)
+    return home
+
+
+def _make_cuda(version: str, root: Path, home: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     _run(
@@ -148,7 +173,6 @@ def cuda_toolkit(version: str = "13.0") -> Path:
     (target / "lib64").symlink_to("../../lib")
     (home / "lib64").symlink_to("lib")
     _stamp(root, {"wheels": CUDA_WHEELS[version]})
-    return home
 
 
 def _index_url() -> str:
