@@ -755,7 +755,7 @@ def test_a_model_revision_downloads_beside_the_served_one_and_rolls_the_fleet_wi
 def test_a_model_revision_that_does_not_come_up_is_rolled_back_on_that_replica_and_the_roll_stops(fleet):
     rr1, rr2 = REPLICAS["rr1"], REPLICAS["rr2"]
     old = model_link(fleet, rr1)  # v1.0's commit
-    main_sha = [c for c in revisions_on_disk(fleet, rr1) if c not in (old, "history.json")][0]
+    main_sha = next(c for c in revisions_on_disk(fleet, rr1) if c not in (old, "history.json"))
     rr2_state = (fleet.main_pid(rr2), model_link(fleet, rr2))
     ssh(fleet.key, rr1, f"mkdir -p /etc/sglang-sim && echo 'crash@weights_loading model={main_sha[:12]}' "
                         "> /etc/sglang-sim/fault")  # fmt: skip

@@ -170,7 +170,9 @@ def test_rollback_of_one_replica_in_check_mode_gets_through_the_router_and_moves
     out = run.stdout
     assert run.returncode != 0
     assert _task_result(out, "Ask the router for its replicas") == "ok"
-    switch = out.split("TASK [Drain the replica, switch its build set and model revision, restart it and prove it ready]", 1)
+    switch = out.split(
+        "TASK [Drain the replica, switch its build set and model revision, restart it and prove it ready]", 1
+    )
     assert len(switch) == 2, out[-3000:]
     results = re.findall(r"^(skipping|included|fatal|ok|changed|failed): \[?(g[12])\b", switch[1], re.M)
     assert {r for r, h in results if h == "g1"} == {"skipping"}, results  # from its switch on, g1 only skips
