@@ -24,7 +24,7 @@ description:
     beyond O(keep). An unkeyed virtualenv at O(pointer) (before build sets) becomes the set C(legacy-TIME) first.
   - With O(kind=model) the same rules keep a model's revisions, one directory per commit in O(root)
     (C(llmops_model_revisions_dir)), O(pointer) being C(llmops_model_dir); a revision is complete once the model stage
-    wrote its C(.llmops-snapshot.json). V(prepare) then adopts a model directory from before revisions (complete: its
+    wrote its C(.llmops-snapshot.json). V(prepare) then adopts a complete model directory from before revisions (its
     marker names the commit it becomes; an unfinished one is refused) and removes the revisions beyond O(keep); the
     free disk is checked by the download itself (M(llmops.sglang.hf_snapshot)).
   - The naming, retention, disk and switch rules are in C(plugins/module_utils/build_sets.py).
