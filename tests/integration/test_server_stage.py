@@ -178,8 +178,10 @@ def test_interrupted_download_resumes_on_the_next_run(node):
     assert first.rc != 0, "the dropped transfer should fail the run when no reconnection is allowed"
     name, res = first.failed()[0]
     assert "Download" in name and "resumes" in res["msg"], res["msg"]
-    assert node.sh(f"stat -c %s {MODEL}/.llmops-partial/{SHARD}.incomplete").strip() == "6000"
-    assert node.sh(f"test -e {MODEL}/.llmops-snapshot.json && echo yes || echo no").strip() == "no"
+    # the unfinished revision in its commit's directory beside any other; the served link is made only once complete
+    assert node.sh(f"stat -c %s {MODEL}.revisions/*/.llmops-partial/{SHARD}.incomplete").strip() == "6000"
+    assert node.sh(f"ls {MODEL}.revisions/*/.llmops-snapshot.json 2>/dev/null | wc -l").strip() == "0"
+    assert node.sh(f"test -e {MODEL} && echo yes || echo no").strip() == "no"
     second = playbook(node, ["playbooks/model.yml"])
     assert second.rc == 0, second.failed()
     dl = second.result("Download and verify")
@@ -189,6 +191,7 @@ def test_interrupted_download_resumes_on_the_next_run(node):
     assert any((r["range"] or "").startswith("bytes=6000-") and r["status"] == 206 for r in log), log
     marker = json.loads(node.sh(f"cat {MODEL}/.llmops-snapshot.json"))
     assert marker["commit"] == dl["commit"] and SHARD in marker["files"]
+    assert node.sh(f"readlink {MODEL}").strip() == f"{MODEL}.revisions/{dl['commit']}"
     # offline re-run: marker + sizes, no request at all
     t1 = time.time()
     third = playbook(node, ["playbooks/model.yml"])
