@@ -26,6 +26,7 @@ def test_the_defaults_pass():
         {"llmops_server_host": "0.0.0.0 --api-key x"},
         {"llmops_service_user": "SGLang Service"},
         {"llmops_model_dir": "models/glm"},
+        {"llmops_model_revisions_dir": "/opt/models/glm revisions"},
         {"server_kv_cache_dtype": "fp8 e4m3"},
         {"server_logrotate_maxsize": "lots"},
         {"server_environment": {"CUDA-VISIBLE": "0"}},
