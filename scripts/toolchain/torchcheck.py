@@ -126,6 +126,7 @@ def role_tasks(venv: Path, cuda: str, sm="sm_120", name=RTX) -> dict:
                 "ansible_connection": "local",
                 "ansible_python_interpreter": sys.executable,
                 "llmops_venv": str(venv),
+                "python_env_set_venv": str(venv),  # the build set's venv the role's tasks run torch from
                 "python_env_cuda_resolved": cuda,
                 "python_env_torch_version": "unused",
                 "python_env_torch_variant_resolved": "unused",
