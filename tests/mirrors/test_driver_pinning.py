@@ -123,6 +123,65 @@ def test_the_name_pattern_pin_fails_on_the_desktop_set_as_on_a_real_server(built
     assert f"nvidia-driver-libs : Depends: libgl1-nvidia-glvnd-glx (= {PINNED})" in result.stdout
 
 
+def test_the_roles_source_regex_matches_the_drivers_source_packages_and_nothing_else():
+    # roles/nvidia_driver/vars/main.yml: the holds and the version move select packages with it. Written first in a
+    # {{ }} expression it came out as ^(\\*nvidia\\*|cuda\\-compat)$ and matched nothing (no package was held; the
+    # driver upgrade node test found it).
+    data = yaml.safe_load((ROLE / "vars/main.yml").read_text())
+    rx = Templar(loader=DataLoader(), variables=data).template(trust_as_template(data["nvidia_driver_pin_sources_re"]))
+    assert rx == "^(.*nvidia.*|cuda\\-compat)$", rx
+    for source in ["nvidia-graphics-drivers", "nvidia-modprobe", "nvidia-open-gpu-kernel-modules", "cuda-compat"]:
+        assert re.match(rx, source), source
+    for source in ["mesa", "cuda-toolkit-12-8", "linux"]:
+        assert not re.match(rx, source), source
+
+
+def _status(built, installed: dict, selection: str) -> str:
+    """A dpkg status file with ``installed`` ({package: version}) at ``selection`` (hold or install), from the stand-in
+    repository's own stanzas of those packages."""
+    out = []
+    for stanza in (built["out"] / SUBDIR / "Packages").read_text().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line.startswith(" "))
+        if fields.get("Package") in installed and installed[fields["Package"]] == fields.get("Version"):
+            keep = [ln for ln in stanza.splitlines() if not ln.startswith(("Filename:", "Size:", "SHA256:", "MD5sum:"))]
+            out.append("\n".join([keep[0], f"Status: {selection} ok installed", *keep[1:]]))
+    assert len(out) == len(installed), sorted(installed)
+    return "\n\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("package_set", ["compute", "desktop", "compute+fabricmanager"])
+def test_a_version_change_moves_every_driver_package_once_the_holds_are_released_and_all_are_named(
+    built, server, tmp_path, package_set
+):
+    # Seen on a node (tests/integration/test_driver_upgrade_on_nodes.py): with the driver held at 580.95.05-1 and the
+    # pin moved to 580.105.08-1, installing the driver's packages at the new version fails - the held packages cannot
+    # move. roles/nvidia_driver/tasks/install.yml releases those holds first and names every installed package of the
+    # driver's sources (naming only the role's packages left nvidia-modprobe behind at the old version).
+    # the fabric manager moves in step: pinned in the same file, at the driver's version on branch 580
+    fm = "nvidia-fabricmanager" if package_set.endswith("+fabricmanager") else None
+    names = role_packages(package_set.split("+")[0]) + ([fm] if fm else [])
+    first = simulate(built, server, tmp_path, role_pin(fabricmanager=fm), names)
+    assert first.returncode == 0, first.stdout + first.stderr
+    installed = installs(first)
+    assert not fm or installed[fm] == PINNED, installed
+    root, keyring = tmp_path / "apt", built["out"] / "keys" / "cuda-archive-keyring.gpg"
+    (root / "etc/preferences.d/llmops-nvidia-driver.pref").write_text(role_pin(NEWER, fabricmanager=fm))
+    (root / "status").write_text(_status(built, installed, "hold"))
+    # the role's packages alone, over the held driver: what the role did before
+    held = _apt(root, keyring, server["apt"], "-s", "install", "--allow-change-held-packages",
+                *[f"{n}={NEWER}" for n in names])  # fmt: skip
+    assert held.returncode != 0 and "you have held broken packages" in held.stdout + held.stderr, held.stdout
+    # as the role does now: the holds released, its packages and every installed package of the driver named
+    (root / "status").write_text(_status(built, installed, "install"))
+    moving = sorted({*names, *(p for p, v in installed.items() if v == PINNED)})
+    moved = _apt(root, keyring, server["apt"], "-s", "install", "--allow-change-held-packages",
+                 *[f"{n}={NEWER}" for n in moving])  # fmt: skip
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    # every package of the driver moves to the new version ("Inst NAME [OLD] (NEW ..." lines), nothing else does
+    upgrades = {p: (old, new) for p, old, new in re.findall(r"^Inst (\S+) \[(\S+)\] \((\S+) ", moved.stdout, re.M)}
+    assert upgrades == {p: (PINNED, NEWER) for p, v in installed.items() if v == PINNED}, moved.stdout
+
+
 FABRICMANAGER = gpu_compat.FABRICMANAGER
 
 
