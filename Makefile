@@ -118,8 +118,16 @@ bench-converged: venv ## converged re-run figures (about 10-15 minutes: a cold c
 # it adds are in docs/serving.md). Boots rr1..rr3: run it under the node lock, e.g.
 # flock /work/locks/nodes.lock make test-daytwo
 .PHONY: test-daytwo
-test-daytwo: venv ## build-set upgrade, fault + automatic rollback, rollback.yml on the router fleet (node lock)
+test-daytwo: venv ## build-set upgrade, fault + automatic rollback, rollback.yml, driver upgrade (node lock)
 	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider tests/integration/test_router_rolling_on_nodes.py -m node
+	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider -s tests/integration/test_driver_upgrade_on_nodes.py -m node
+
+# The driver under a serving fleet (issue 28 item 2): du1, du2 (10.213.0.131-132) at 580.95.05 from the driver stage
+# behind the router on du3, the last-replica refusal, playbooks/driver_upgrade.yml to 580.105.08 under a client loop
+# (one reboot per host), and a re-run that changes nothing. Node lock.
+.PHONY: test-driver-upgrade
+test-driver-upgrade: venv ## driver upgrade 580.95.05 -> 580.105.08 under a serving fleet (node lock)
+	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider -s tests/integration/test_driver_upgrade_on_nodes.py -m node
 
 # The same module's model-revision cases alone (issue 28 item 3), without the builds: the fleet comes up, then
 # playbooks/model_revision.yml, a faulted revision rolled back, rollback.yml and retention. Node lock.

@@ -48,6 +48,8 @@ EVENTS = {
     "rolled_back": ("rolled back", "playbooks/fleet_switch.yml"),
     "rejoined": ("back in the router", "roles/router/tasks/rejoin.yml"),
     "stopped": ("the roll stopped here", "playbooks/fleet_switch.yml"),
+    "driver_upgraded": ("driver upgraded, rebooted, loaded", "playbooks/driver_upgrade.yml"),
+    "held_out": ("kept out of the router, the roll stopped here", "playbooks/driver_upgrade.yml"),
 }
 # The detail each event may carry (anything else is dropped, so no caller can put an unvetted value in the record).
 DETAIL = {
@@ -58,6 +60,8 @@ DETAIL = {
     "rolled_back": ("from_set", "to_set", "from_revision", "to_revision"),
     "rejoined": (),
     "stopped": ("why",),
+    "driver_upgraded": ("from_driver", "to_driver"),
+    "held_out": ("why",),
 }
 MAX_EVENTS = 64  # a roll of one host has a handful; a bound against a runaway caller
 MAX_TEXT = 600
@@ -226,7 +230,7 @@ def roll_summary(record):
     names = [e["event"] for e in events]
     last_fail = max((i for i, n in enumerate(names) if n == "failed"), default=-1)
     last_ready = max((i for i, n in enumerate(names) if n == "ready"), default=-1)
-    stops = [e for e in events if e["event"] == "stopped"]
+    stops = [e for e in events if e["event"] in ("stopped", "held_out")]
     why = None
     if stops:
         state, why = "stopped", stops[-1].get("why")

@@ -422,8 +422,10 @@ def event_detail(event):
                 % (str(e.get("from_revision") or "-")[:12], str(e.get("to_revision") or "-")[:12])
             )
         return "; ".join(moves) or "from - to -"
-    if name == "stopped":
+    if name in ("stopped", "held_out"):
         return e.get("why") or ""
+    if name == "driver_upgraded":
+        return "from %s to %s" % (e.get("from_driver") or "-", e.get("to_driver") or "-")
     return ""
 
 

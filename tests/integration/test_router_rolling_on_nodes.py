@@ -102,8 +102,10 @@ def status(url: str, method: str = "GET", headers=None, body: bytes | None = Non
 
 
 class Fleet:
-    def __init__(self, key: str, inventory, work=None):
+    def __init__(self, key: str, inventory, work=None, router_ip=ROUTER_IP, urls=None):
         self.key, self.inventory, self.work = key, inventory, work
+        # the router and the replicas' URLs (another module's fleet, e.g. test_driver_upgrade_on_nodes.py, has its own)
+        self.router_ip, self.urls = router_ip, set(urls or URLS)
 
     @property
     def client_key(self) -> str:
@@ -135,14 +137,14 @@ class Fleet:
         return Run(proc, time.time() - t0)
 
     def workers(self) -> dict[str, bool]:
-        req = urllib.request.Request(f"http://{ROUTER_IP}:{ROUTER_PORT}/workers", headers=bearer(self.admin_key))
+        req = urllib.request.Request(f"http://{self.router_ip}:{ROUTER_PORT}/workers", headers=bearer(self.admin_key))
         with OPENER.open(req, timeout=10) as r:
             return {w["url"]: w["is_healthy"] for w in json.loads(r.read())["workers"]}
 
     def served_by_worker(self) -> Counter:
         """The router's own Prometheus counter of successful requests per replica (its exporter is on the router
         host's loopback by default: read there)."""
-        text = ssh(self.key, ROUTER_IP, f"python3 -c {METRICS_READER!r}")
+        text = ssh(self.key, self.router_ip, f"python3 -c {METRICS_READER!r}")
         out = Counter()
         for m in re.finditer(r'^smg_worker_cb_outcomes_total\{worker="([^"]+)",outcome="success"\} (\d+)', text, re.M):
             out[m.group(1)] += int(m.group(2))
@@ -153,7 +155,7 @@ class Fleet:
 
         def both():
             now = self.served_by_worker()
-            return all(now[u] > before[u] for u in URLS)
+            return all(now[u] > before[u] for u in self.urls)
 
         wait_until(both, "a request served by each replica")
 
@@ -178,8 +180,8 @@ class ClientLoop:
     """Chat requests through the router from 4 threads, each with its own prompt prefix (so cache-aware routing has
     no shared prefix to stick to); stops at `limit` requests or `deadline` seconds, or when stop() is called."""
 
-    def __init__(self, limit: int, deadline: float, key: str):
-        self.limit, self.deadline, self.key = limit, deadline, key
+    def __init__(self, limit: int, deadline: float, key: str, router_ip: str = ROUTER_IP):
+        self.limit, self.deadline, self.key, self.router_ip = limit, deadline, key, router_ip
         self.codes: Counter = Counter()
         self.errors: list[str] = []
         self.sent = 0
@@ -193,7 +195,7 @@ class ClientLoop:
             "max_tokens": 8,
         }
         req = urllib.request.Request(
-            f"http://{ROUTER_IP}:{ROUTER_PORT}/v1/chat/completions",
+            f"http://{self.router_ip}:{ROUTER_PORT}/v1/chat/completions",
             json.dumps(body).encode(),
             {"Content-Type": "application/json", **bearer(self.key)},
         )
