@@ -77,6 +77,21 @@ def pin(fleet: Fleet, ip: str) -> str:
     return ssh(fleet.key, ip, "cat /etc/apt/preferences.d/llmops-nvidia-driver.pref")
 
 
+def upgraded(fleet: Fleet, figure: str):
+    """driver_upgrade.yml to NEW under the bounded client loop through the router (started once both replicas served
+    a request); the figure (time, requests) is recorded. Returns (run, loop)."""
+    served = fleet.served_by_worker()
+    loop = ClientLoop(limit=50000, deadline=1800, key=fleet.client_key, router_ip=ROUTER_IP).start()
+    fleet.wait_served_by_both(served)
+    run = fleet.playbook(["playbooks/driver_upgrade.yml"], {"llmops_driver_version": f"{NEW}-1"}, timeout=1800)
+    loop.stop()
+    FIGURES.append(
+        f"{figure}: {run.seconds:.0f} s, {loop.codes[200]} requests served through the router during it, "
+        f"{loop.failed} failed (rc {run.rc})"
+    )
+    return run, loop
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
@@ -151,15 +166,7 @@ def test_the_upgrade_refuses_to_take_out_the_last_healthy_replica_and_changes_no
 
 def test_the_fleet_moves_to_the_new_driver_one_replica_at_a_time_with_no_failed_request(fleet):
     before = {n: boots(n) for n in REPLICAS}
-    served = fleet.served_by_worker()
-    loop = ClientLoop(limit=50000, deadline=1800, key=fleet.client_key, router_ip=ROUTER_IP).start()
-    fleet.wait_served_by_both(served)
-    run = fleet.playbook(["playbooks/driver_upgrade.yml"], {"llmops_driver_version": f"{NEW}-1"}, timeout=1800)
-    loop.stop()
-    FIGURES.append(
-        f"driver upgrade {OLD} -> {NEW} on 2 replicas: {run.seconds:.0f} s, {loop.codes[200]} requests served through "
-        f"the router during it, {loop.failed} failed (rc {run.rc})"
-    )
+    run, loop = upgraded(fleet, f"driver upgrade {OLD} -> {NEW} on 2 replicas")
     assert run.rc == 0, run.why()
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
     assert fleet.workers() == {u: True for u in URLS}
@@ -171,8 +178,8 @@ def test_the_fleet_moves_to_the_new_driver_one_replica_at_a_time_with_no_failed_
         assert record["driver"] == NEW and record.get("previous", {}).get("driver") == OLD, record
         steps = [e["event"] for e in record["roll"]["events"]]
         assert steps == ["drained", "driver_upgraded", "restarted", "ready", "rejoined"], steps
-        upgraded = record["roll"]["events"][1]
-        assert (upgraded["from_driver"], upgraded["to_driver"]) == (OLD, NEW), upgraded
+        event = record["roll"]["events"][1]
+        assert (event["from_driver"], event["to_driver"]) == (OLD, NEW), event
         # the pin holds: a dist-upgrade moves no package of NVIDIA's repository
         sim = ssh(fleet.key, ip, "apt-get -s -o Debug::NoLocking=1 dist-upgrade")
         moves = [ln for ln in sim.splitlines() if ln.startswith(("Inst ", "Remv ", "Conf "))]
@@ -196,15 +203,7 @@ def test_a_driver_installed_but_never_loaded_is_loaded_by_the_next_runs_reboot(f
     ssh(fleet.key, du1, f"echo {OLD} > /run/sim-gpu/loaded-driver-version")
     assert "mismatch" in ssh(fleet.key, du1, "nvidia-smi || true")
     before = {n: boots(n) for n in REPLICAS}
-    served = fleet.served_by_worker()
-    loop = ClientLoop(limit=50000, deadline=1800, key=fleet.client_key, router_ip=ROUTER_IP).start()
-    fleet.wait_served_by_both(served)
-    run = fleet.playbook(["playbooks/driver_upgrade.yml"], {"llmops_driver_version": f"{NEW}-1"}, timeout=1800)
-    loop.stop()
-    FIGURES.append(
-        f"driver_upgrade.yml again with du1's new driver installed but not loaded: {run.seconds:.0f} s, "
-        f"{loop.codes[200]} requests served, {loop.failed} failed (rc {run.rc})"
-    )
+    run, loop = upgraded(fleet, "driver_upgrade.yml again with du1's new driver installed but not loaded")
     assert run.rc == 0, run.why()
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
     assert {n: boots(n) for n in REPLICAS} == {"du1": before["du1"] + 1, "du2": before["du2"]}
