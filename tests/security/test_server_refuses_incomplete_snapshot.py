@@ -78,7 +78,7 @@ def test_a_users_own_model_directory_without_our_marker_starts():
 def test_the_check_runs_in_validate_before_anything_changes():
     i = TASKS.index(CHECK)
     assert CHECK["ansible.builtin.fail"]["msg"] == "{{ server_snapshot_problem }}"
-    read_only = {"set_fact", "fail", "stat", "getent", "slurp", "assert"}
+    read_only = {"set_fact", "fail", "stat", "getent", "slurp", "assert", "path_probe"}  # path_probe: stat and read
     before = TASKS[: i + 1]
     # The GPUs are found by preflight's discovery (gpu_facts, once per run; roles/preflight/tasks/discover.yml), the
     # only include before the check.
@@ -111,17 +111,26 @@ def test_the_check_runs_in_validate_before_anything_changes():
     [("complete", False), ("own-model", False), ("unfinished", True), ("other-commit", True)],
 )
 def test_the_check_tasks_run_by_ansible_refuse_only_what_they_should(tmp_path, case, refused):
-    """The three tasks as ansible-playbook runs them (connection local): an empty result must not read as a refusal
-    (ansible-core 2.19 turns an empty template result into None, and None | trim is the string 'None')."""
+    """The tasks from the read of the model directory (one path_probe) to the check, as ansible-playbook runs them
+    (connection local): an empty result must not read as a refusal (ansible-core 2.19 turns an empty template result
+    into None, and None | trim is the string 'None')."""
     i = TASKS.index(CHECK)
+    start = next(j for j, t in enumerate(TASKS) if "server_run_probe" == t.get("register"))
     play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": TASKS[i - 2 : i + 1]}]))
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": TASKS[start : i + 1]}]))
     model = tmp_path / "model"
     model.mkdir()
-    # server_model_dir_to_run: roles/server/vars/main.yml's value on a host without revisions (llmops_model_dir)
+    (model / "config.json").write_text("{}")
+    # server_model_dir_to_run: roles/server/vars/main.yml's value on a host without revisions (llmops_model_dir);
+    # the account and SGLang's Python, checked between the read and this check, are there.
     extra = {
         "llmops_model_dir": str(model),
         "server_model_dir_to_run": str(model),
+        "server_python_to_run": sys.executable,
+        "server_sglang_record_file": str(tmp_path / "sglang.json"),
+        "server_set_target": "",
+        "llmops_service_user": "svc",
+        "server_host_probe": {"users": {"svc": {"exists": True}}},
         "ansible_python_interpreter": sys.executable,
     }
     if case != "own-model":

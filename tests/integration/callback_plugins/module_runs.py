@@ -61,7 +61,16 @@ class CallbackModule(CallbackBase):
 
     v2_playbook_on_handler_task_start = v2_playbook_on_task_start
 
+    def _status(self, status):
+        if self._open:
+            seen = self._open[0].setdefault("status", {})
+            seen[status] = seen.get(status, 0) + 1
+
+    def v2_runner_on_skipped(self, result):
+        self._status("skipped")
+
     def _count(self, result):
+        self._status("ran")
         action = result.task.action
         if action.startswith("llmops.sglang."):
             per_host = self._runs.setdefault(result.host.get_name(), {})

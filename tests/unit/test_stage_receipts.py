@@ -1,0 +1,175 @@
+"""Stage receipts (plugins/module_utils/stage_receipt.py, plugins/modules/stage_receipt.py,
+plugins/filter/stage_receipt.py): a stage skips only when every input and every watched item still matches, and
+says what differs otherwise. The module runs here as Ansible runs it (python -m with JSON arguments) on files in a
+temporary directory; dpkg and systemctl are the real ones where the machine has them."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from ansible_collections.llmops.sglang.plugins.filter import stage_receipt as filters  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils import stage_receipt as receipts  # noqa: E402
+
+GPU = {"gpu_count": 8, "driver_version": "580.95.05",
+       "gpus": [{"index": 0, "memory_total_mib": 97887, "memory_used_mib": 0, "memory_free_mib": 97887}]}  # fmt: skip
+
+
+def run_module(args: dict, check_mode: bool = False) -> dict:
+    payload = {"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check_mode}}
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "ansible_collections.llmops.sglang.plugins.modules.stage_receipt"],
+                       input=json.dumps(payload), capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+                       check=False)  # fmt: skip
+    assert p.stdout, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+@pytest.fixture
+def host(tmp_path):
+    conf = tmp_path / "etc" / "pin.pref"
+    conf.parent.mkdir()
+    conf.write_text("Package: nvidia-driver\nPin: version 580.95.05-1\n")
+    conf.chmod(0o644)
+    site = tmp_path / "venv" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "torch-2.9.1.dist-info").mkdir()
+    watch = {"files": [str(conf), str(tmp_path / "never-written")], "trees": [str(site)],
+             "users": [pwd.getpwuid(os.getuid()).pw_name], "groups": ["root"]}  # fmt: skip
+    inputs = filters.stage_input_digests({"llmops_driver_version": "580.95.05-1", "preflight_gpu": GPU})
+    base = {"directory": str(tmp_path / "stages"), "stage": "gpu_stack", "inputs": inputs}
+    return {"conf": conf, "site": site, "watch": watch, "inputs": inputs, "base": base, "tmp": tmp_path}
+
+
+def test_a_stage_without_a_receipt_runs_and_the_record_makes_the_next_check_match(host):
+    first = run_module({**host["base"], "state": "check"})
+    assert first["converged"] is False
+    assert first["differences"] == ["no receipt of the gpu_stack stage on this host yet"]
+    recorded = run_module({**host["base"], "state": "record", "watch": host["watch"]})
+    assert recorded["changed"] is True
+    path = Path(host["base"]["directory"]) / "gpu_stack.json"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    again = run_module({**host["base"], "state": "check"})
+    assert again["converged"] is True, again
+    assert again["msg"] == "the gpu_stack stage matches its receipt: nothing to do"
+    # Recording the same state again writes nothing.
+    assert run_module({**host["base"], "state": "record", "watch": host["watch"]})["changed"] is False
+
+
+@pytest.mark.parametrize(
+    "drift, expected",
+    [
+        (lambda h: h["conf"].write_text("Package: nvidia-driver\nPin: version 580.105.08-1\n"), "file {conf}: was"),
+        (lambda h: h["conf"].chmod(0o666), "file {conf}: was -rw-r--r--"),
+        (lambda h: h["conf"].unlink(), "now absent"),
+        (
+            lambda h: (h["site"] / "torch-2.9.1.dist-info").rename(h["site"] / "torch-2.8.0.dist-info"),
+            "entries of {site}: was",
+        ),
+        (lambda h: (h["tmp"] / "never-written").write_text("x"), "file {tmp}/never-written: was absent"),
+    ],
+    ids=["content", "mode", "removed", "reinstalled package", "appeared"],
+)
+def test_drift_in_any_watched_item_runs_the_stage_and_names_the_item(host, drift, expected):
+    run_module({**host["base"], "state": "record", "watch": host["watch"]})
+    drift(host)
+    found = run_module({**host["base"], "state": "check"})
+    assert found["converged"] is False
+    text = expected.format(conf=host["conf"], site=host["site"], tmp=host["tmp"])
+    assert any(text in d for d in found["differences"]), found["differences"]
+    assert found["msg"].startswith("the gpu_stack stage runs: ")
+
+
+def test_a_changed_setting_or_fact_runs_the_stage_and_names_it(host):
+    run_module({**host["base"], "state": "record", "watch": host["watch"]})
+    gpu = json.loads(json.dumps(GPU))
+    gpu["driver_version"] = "580.105.08"
+    changed = filters.stage_input_digests({"llmops_driver_version": "580.105.08-1", "preflight_gpu": gpu})
+    found = run_module({**host["base"], "inputs": changed, "state": "check"})
+    assert found["differences"] == ["input llmops_driver_version changed", "input preflight_gpu changed"]
+
+
+def test_gpu_memory_in_use_is_not_a_change_of_the_gpus():
+    busy = json.loads(json.dumps(GPU))
+    busy["gpus"][0].update(memory_used_mib=90000, memory_free_mib=7887)
+    assert receipts.digest(busy) == receipts.digest(GPU)
+    other = json.loads(json.dumps(GPU))
+    other["gpus"][0]["memory_total_mib"] = 81559
+    assert receipts.digest(other) != receipts.digest(GPU)
+
+
+def test_check_mode_never_writes_a_receipt(host):
+    out = run_module({**host["base"], "state": "record", "watch": host["watch"]}, check_mode=True)
+    assert out["changed"] is True
+    assert not (Path(host["base"]["directory"]) / "gpu_stack.json").exists()
+
+
+def test_a_receipt_of_another_collection_version_or_an_unreadable_one_runs_the_stage(host):
+    run_module({**host["base"], "state": "record", "watch": host["watch"]})
+    path = Path(host["base"]["directory"]) / "gpu_stack.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "version": 0}))
+    assert run_module({**host["base"], "state": "check"})["differences"] == [
+        "the receipt was written by another version of the collection"
+    ]
+    path.write_text("{half")
+    assert run_module({**host["base"], "state": "check"})["converged"] is False
+
+
+def test_a_bad_watch_list_fails_in_one_line_and_writes_nothing(host):
+    out = run_module({**host["base"], "state": "record", "watch": {"file": ["/etc/hostname"]}})
+    assert out["failed"] is True
+    assert out["msg"].startswith("Expected a watch list of the gpu_stack stage; expected the keys files, trees")
+    assert "\n" not in out["msg"]
+    assert not (Path(host["base"]["directory"]) / "gpu_stack.json").exists()
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg")
+def test_packages_are_matched_by_binary_or_source_name_with_version_and_hold():
+    lines = ["libnvidia-gl-580:amd64 580.95.05-1 hi  nvidia-graphics-drivers",
+             "nvidia-driver 580.95.05-1 hi  nvidia-graphics-drivers",
+             "bash 5.2.15-2+b7 ii  bash"]  # fmt: skip
+    one = receipts.packages_state(["*nvidia*"], lines)
+    assert one.endswith("(2 packages)")
+    unheld = [lines[0], lines[1].replace(" hi ", " ii "), lines[2]]
+    assert receipts.packages_state(["*nvidia*"], unheld) != one
+    assert receipts.packages_state(["*nvidia*"], lines[:2]) == one
+    # The real dpkg database of this machine: its own packages are found, a pattern with none gives 0.
+    real = receipts.host_state({"packages": ["bash"]})
+    assert next(iter(real.values())).endswith("(1 packages)")
+
+
+def test_the_settings_of_a_stage_are_its_roles_declared_options_without_run_time_facts():
+    names = filters.stage_settings(["nvidia_driver", "nvidia_repo", "cuda_toolkit"])
+    assert {"llmops_driver_version", "nvidia_repo_url", "cuda_toolkit_default", "nvidia_driver_hold"} <= set(names)
+    # Published at run time by some role: facts, not settings (the playbook names the facts a stage reads).
+    assert not {"preflight_gpu", "nvidia_repo_pending", "llmops_defaults_installed_packages",
+                "nvidia_driver_receipt_watch"} & set(names)  # fmt: skip
+    build = filters.stage_settings(["llmops.sglang.python_env", "sglang", "flash_attn"])
+    assert {"sglang_version", "sglang_sm120_fix", "flash_attn_version", "python_env_torch_version"} <= set(build)
+    assert "python_env_facts" not in build
+    with pytest.raises(ValueError, match=r"Expected a role of llmops\.sglang; found 'nvidia'"):
+        filters.stage_settings(["nvidia"])
+
+
+def test_the_collection_digest_changes_with_the_code_of_the_stage(tmp_path, monkeypatch):
+    tree = tmp_path / "collection"
+    shutil.copytree(ROOT / "roles" / "cuda_toolkit", tree / "roles" / "cuda_toolkit")
+    (tree / "plugins").mkdir()
+    (tree / "plugins" / "x.py").write_text("A = 1\n")
+    monkeypatch.setattr(filters, "COLLECTION", str(tree))
+    monkeypatch.setattr(filters, "_DIGESTS", {})
+    before = filters.collection_digest(["cuda_toolkit"])
+    (tree / "plugins" / "x.py").write_text("A = 2\n")
+    monkeypatch.setattr(filters, "_DIGESTS", {})
+    assert filters.collection_digest(["cuda_toolkit"]) != before
