@@ -32,3 +32,20 @@ def test_gpu_facts_runs_once_per_host_in_a_converged_site_yml():
     # Debian 12's predates Blackwell), then the driver stage asks nvidia-smi once after it installed the driver.
     for host, counts in first["runs"].items():
         assert counts.get("llmops.sglang.gpu_facts") == 3, (host, counts)
+
+
+STAGE_ROLES = {f"llmops.sglang.{r}" for r in ("nvidia_driver", "nvidia_repo", "cuda_toolkit", "python_env", "sglang")}
+
+
+def test_the_converged_rerun_skips_the_driver_and_build_stages_on_their_receipts():
+    first, rerun = converge_runs()
+    ran_first = {t["role"] for t in first["tasks"] if t.get("status", {}).get("ran")}
+    ran_rerun = {t["role"] for t in rerun["tasks"] if t.get("status", {}).get("ran")}
+    assert STAGE_ROLES <= ran_first, ran_first
+    assert not STAGE_ROLES & ran_rerun, ran_rerun
+    for host, counts in first["runs"].items():
+        assert counts.get("llmops.sglang.stage_receipt") == 4, (host, counts)  # two checks, two records
+        assert counts.get("llmops.sglang.build_plan", 0) >= 1, (host, counts)
+    for host, counts in rerun["runs"].items():
+        assert counts.get("llmops.sglang.stage_receipt") == 2, (host, counts)  # the two checks alone
+        assert "llmops.sglang.build_plan" not in counts, (host, counts)
