@@ -58,13 +58,13 @@ def _int(host, name, value, low, high):
     return number
 
 
-def _get(hostvars, host, name, default):
-    value = hostvars[host].get(name) if hasattr(hostvars[host], "get") else None
+def _get(host_vars, name, default):
+    value = host_vars.get(name) if hasattr(host_vars, "get") else None
     return default if value is None else value
 
 
-def _address(hostvars, host):
-    address = _get(hostvars, host, "ansible_host", host)
+def _address(host_vars, host):
+    address = _get(host_vars, "ansible_host", host)
     address = address.strip() if isinstance(address, str) else address
     if address == "":
         return host
@@ -90,7 +90,9 @@ def host_settings(host, hostvars, defaults=None, gpus=None):
                 ", ".join(missing)
             )
         )
-    replica = _get(hostvars, host, "llmops_replica", host)
+    # One lookup per host: Ansible's hostvars[host] gathers every variable of the host again on each access.
+    host_vars = hostvars[host]
+    replica = _get(host_vars, "llmops_replica", host)
     if not isinstance(replica, str) or not REPLICA_NAME.fullmatch(replica):
         raise TopologyError(
             "fleet topology: expected llmops_replica of {host} to be a name of letters, digits, '.', '_' or '-' "
@@ -100,19 +102,19 @@ def host_settings(host, hostvars, defaults=None, gpus=None):
     count = (gpus or {}).get(host)
     return {
         "replica": replica,
-        "address": _address(hostvars, host),
+        "address": _address(host_vars, host),
         "gpus": None if count is None else _int(host, "server_tp", count, 1, 1024),
         "port": _int(
             host,
             "llmops_server_port",
-            _get(hostvars, host, "llmops_server_port", defaults["llmops_server_port"]),
+            _get(host_vars, "llmops_server_port", defaults["llmops_server_port"]),
             1,
             65535,
         ),
         "dist_port": _int(
             host,
             "llmops_dist_init_port",
-            _get(hostvars, host, "llmops_dist_init_port", defaults["llmops_dist_init_port"]),
+            _get(host_vars, "llmops_dist_init_port", defaults["llmops_dist_init_port"]),
             1,
             65535,
         ),

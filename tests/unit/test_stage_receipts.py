@@ -173,3 +173,30 @@ def test_the_collection_digest_changes_with_the_code_of_the_stage(tmp_path, monk
     (tree / "plugins" / "x.py").write_text("A = 2\n")
     monkeypatch.setattr(filters, "_DIGESTS", {})
     assert filters.collection_digest(["cuda_toolkit"]) != before
+
+
+@pytest.mark.parametrize(
+    "stage, run_tags, skip_tags, enabled, applies",
+    [
+        ("build", ("all",), (), True, True),
+        ("build", ("build",), (), True, False),
+        ("gpu_stack", ("all",), ("cuda",), True, False),
+        ("gpu_stack", ("all",), (), False, False),
+        ("", ("all",), (), True, False),
+    ],
+    ids=["whole stage", "--tags", "--skip-tags", "switched off", "not a stage's play"],
+)
+def test_receipts_apply_only_to_a_whole_stage(stage, run_tags, skip_tags, enabled, applies):
+    """roles/llmops_defaults/vars/main.yml's switch, rendered by Ansible's templating as the play holds it (ansible-core
+    gives the tags as tuples)."""
+    import yaml
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    expr = yaml.safe_load((ROOT / "roles/llmops_defaults/vars/main.yml").read_text())[
+        "llmops_defaults_stage_receipts_apply"
+    ]
+    variables = {"llmops_stage_receipts": enabled, "llmops_stage": stage, "ansible_run_tags": run_tags,
+                 "ansible_skip_tags": skip_tags}  # fmt: skip
+    out = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
+    assert out is applies
