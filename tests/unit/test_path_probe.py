@@ -6,22 +6,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit import _module_run
 
 
 def run_module(args: dict) -> dict:
-    payload = {"ANSIBLE_MODULE_ARGS": args}
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "ansible_collections.llmops.sglang.plugins.modules.path_probe"],
-                       input=json.dumps(payload), capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
-                       check=False)  # fmt: skip
-    assert p.stdout, p.stderr[-2000:]
-    return json.loads(p.stdout)
+    return _module_run.run_module("path_probe", args)
 
 
 def test_stat_and_read_in_one_call(tmp_path):

@@ -9,7 +9,6 @@ import json
 import os
 import pwd
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,19 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from ansible_collections.llmops.sglang.plugins.filter import stage_receipt as filters  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils import stage_receipt as receipts  # noqa: E402
+from tests.unit import _module_run  # noqa: E402
 
 GPU = {"gpu_count": 8, "driver_version": "580.95.05",
        "gpus": [{"index": 0, "memory_total_mib": 97887, "memory_used_mib": 0, "memory_free_mib": 97887}]}  # fmt: skip
 
 
 def run_module(args: dict, check_mode: bool = False) -> dict:
-    payload = {"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check_mode}}
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "ansible_collections.llmops.sglang.plugins.modules.stage_receipt"],
-                       input=json.dumps(payload), capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
-                       check=False)  # fmt: skip
-    assert p.stdout, p.stderr[-2000:]
-    return json.loads(p.stdout)
+    return _module_run.run_module("stage_receipt", args, check_mode)
 
 
 @pytest.fixture
