@@ -175,10 +175,20 @@ def test_the_collection_digest_changes_with_the_code_of_the_stage(tmp_path, monk
         ("build", ("all",), (), True, True),
         ("build", ("build",), (), True, False),
         ("gpu_stack", ("all",), ("cuda",), True, False),
+        ("gpu_stack", ("all",), ("always",), True, False),
+        ("gpu_stack", ("all",), ("molecule-notest", "notest"), True, True),
         ("gpu_stack", ("all",), (), False, False),
         ("", ("all",), (), True, False),
     ],
-    ids=["whole stage", "--tags", "--skip-tags", "switched off", "not a stage's play"],
+    ids=[
+        "whole stage",
+        "--tags",
+        "--skip-tags of the stage",
+        "--skip-tags always",
+        "--skip-tags of no stage task",
+        "switched off",
+        "not a stage's play",
+    ],
 )
 def test_receipts_apply_only_to_a_whole_stage(stage, run_tags, skip_tags, enabled, applies):
     """roles/llmops_defaults/vars/main.yml's switch, rendered by Ansible's templating as the play holds it (ansible-core
@@ -190,7 +200,8 @@ def test_receipts_apply_only_to_a_whole_stage(stage, run_tags, skip_tags, enable
     expr = yaml.safe_load((ROOT / "roles/llmops_defaults/vars/main.yml").read_text())[
         "llmops_defaults_stage_receipts_apply"
     ]
+    stage_tags = {"gpu_stack": ["driver", "cuda"], "build": ["build"]}.get(stage, [])
     variables = {"llmops_stage_receipts": enabled, "llmops_stage": stage, "ansible_run_tags": run_tags,
-                 "ansible_skip_tags": skip_tags}  # fmt: skip
+                 "ansible_skip_tags": skip_tags, "llmops_stage_tags": stage_tags}  # fmt: skip
     out = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
     assert out is applies
