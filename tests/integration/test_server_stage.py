@@ -203,7 +203,7 @@ def test_interrupted_download_resumes_on_the_next_run(node):
 
 def test_converge_reaches_the_reference_numbers_and_is_idempotent(node):
     run = playbook(node, STAGES)
-    assert run.rc == 0, run.failed()
+    assert run.rc == 0, [(name, res.get("msg")) for name, res in run.failed()]  # the diagnosis in full
     rec = node.record()
     assert set(rec["kv_tokens_per_rank"].values()) == {KV_TOKENS} and len(rec["kv_tokens_per_rank"]) == 8
     assert set(rec["kv_size_gb_per_rank"].values()) == {24.37}
@@ -220,7 +220,7 @@ def test_changing_only_the_fraction_restarts_only_the_server(node):
         base = playbook(node, STAGES)
         assert base.rc == 0, base.failed()
     run = playbook(node, STAGES, {"server_mem_fraction_static": 0.87})
-    assert run.rc == 0, run.failed()
+    assert run.rc == 0, [(name, res.get("msg")) for name, res in run.failed()]  # the diagnosis in full
     changed = run.changed()
     allowed = re.compile(
         r"(Write the systemd unit|Reload systemd after the unit changed|Start SGLang).*attempt 1$|"
@@ -251,7 +251,7 @@ def test_capture_oom_with_fail_stops_with_the_diagnosis_and_leaves_the_unit_stop
 
 def test_capture_oom_with_retry_reaches_ready_on_the_second_attempt(node):
     run = playbook(node, STAGES, {**STORY_095, "server_on_capture_oom": "retry"})
-    assert run.rc == 0, run.failed()
+    assert run.rc == 0, [(name, res.get("msg")) for name, res in run.failed()]  # the diagnosis in full
     attempts = node.record()["memory"]["attempts"]
     assert [a["outcome"] for a in attempts] == ["oom_cuda_graph", "ready"], attempts
     # one answer: capture_oom_advice on the failed attempt's logged figures (docs/memory.md) gives 0.92
@@ -268,7 +268,7 @@ def test_auto_fraction_is_ready_on_the_first_attempt(node):
     # stopped first: the previous case may already run at the fraction auto chooses, and then nothing would launch
     node.sh("systemctl stop sglang")
     run = playbook(node, STAGES, {"server_mem_fraction_static": "auto"})
-    assert run.rc == 0, run.failed()
+    assert run.rc == 0, [(name, res.get("msg")) for name, res in run.failed()]  # the diagnosis in full
     assert run.result("Start SGLang.*attempt 1$")["launched"] is True
     assert run.result("Start SGLang.*attempt 2$") is None
     rec = node.record()
