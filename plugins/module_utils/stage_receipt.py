@@ -33,7 +33,7 @@ RECEIPT_VERSION = 1
 VOLATILE_KEYS = frozenset({"memory_free_mib", "memory_used_mib", "utilization", "temperature"})
 # A file larger than this is described by its size and modification time instead of its content.
 HASH_LIMIT = 64 * 1024 * 1024
-DPKG_FORMAT = "${binary:Package} ${Version} ${db:Status-Abbrev} ${source:Package}\\n"
+DPKG_FORMAT = "${binary:Package} ${Version} ${db:Status-Abbrev} ${source:Package}\n"
 
 
 def _strip(value):
@@ -93,7 +93,7 @@ def _tree_state(path: str) -> str:
 
 def _dpkg_lines(run=subprocess.run) -> list[str]:
     try:
-        p = run(["dpkg-query", "-W", "-f=" + DPKG_FORMAT.replace("\\n", "\n")], capture_output=True, text=True,
+        p = run(["dpkg-query", "-W", "-f=" + DPKG_FORMAT], capture_output=True, text=True,
                 check=False, timeout=60)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return []
