@@ -281,6 +281,12 @@ unit:
   description: systemd state of the unit (ActiveState, SubState, MainPID, ExecMainStatus, InvocationID).
   returned: when O(name) is set
   type: dict
+start_note:
+  description:
+    - The start needed a second try, and why - systemd failed to spawn the first (status 219/CGROUP, the previous
+      invocation's control group still being released); the unit's failed state was reset and it was started once more.
+  returned: when the launch was tried twice
+  type: str
 health:
   description: Last HTTP status of O(health_url).
   returned: when O(health_url) is set
@@ -295,6 +301,7 @@ import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils import systemd_exit
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_wait import (
     WAIT_MILESTONES,
     JournalSource,
@@ -392,12 +399,42 @@ def unit_dead(status, invocation_id):
     if invocation_id and status.get("InvocationID") and status["InvocationID"] != invocation_id:
         return "the unit was restarted by systemd (new invocation %s)" % status["InvocationID"]
     if state in ("failed", "inactive", "deactivating"):
-        return "the unit is %s/%s (main process exit status %s)" % (
+        step = systemd_exit.spawn_step(status.get("ExecMainStatus"))
+        return "the unit is %s/%s (main process exit status %s%s)" % (
             state,
             status.get("SubState"),
-            status.get("ExecMainStatus"),
+            systemd_exit.status_text(status.get("ExecMainStatus")),
+            ": systemd failed at its %s step, SGLang never ran" % step if step else "",
         )
     return None
+
+
+def start_unit(run_command, systemctl, verb, unit):
+    """``systemctl VERB UNIT`` (the unit is Type=exec, so the start fails when systemd could not spawn SGLang).
+    A spawn that failed at a step that clears (systemd_exit.RETRIED_ONCE: the control group of the previous
+    invocation still being released) is tried once more after ``reset-failed``, never more. Returns (rc, text,
+    status): text is systemctl's message with the exit status systemd recorded, status that of the last try."""
+    env = {"LANG": "C"}
+    rc, out, err = run_command([systemctl, verb, unit], environ_update=env)
+    if rc == 0:
+        return rc, "", None
+    status = unit_status(run_command, systemctl, unit)
+    if systemd_exit.retry_once(status.get("ExecMainStatus")):
+        first = systemd_exit.status_text(status.get("ExecMainStatus"))
+        run_command([systemctl, "reset-failed", unit], environ_update=env)
+        rc, out, err = run_command([systemctl, "start", unit], environ_update=env)
+        if rc == 0:
+            return rc, "the first start ended with %s and was tried once more" % first, None
+        status = unit_status(run_command, systemctl, unit)
+    text = " ".join((err or out).split())
+    code = status.get("ExecMainStatus")
+    if code not in (None, "", "0"):
+        step = systemd_exit.spawn_step(code)
+        text += " (main process exit status %s%s)" % (
+            systemd_exit.status_text(code),
+            ": systemd failed at its %s step before SGLang ran" % step if step else "",
+        )
+    return rc, text, status
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -626,14 +663,16 @@ def run_module():
             if do_launch:
                 launch_time = time.time()
                 verb = "restart" if p["state"] == "restarted" else "start"
-                rc, out, err = module.run_command([systemctl, verb, unit], environ_update={"LANG": "C"})
+                rc, started, failed_status = start_unit(module.run_command, systemctl, verb, unit)
                 if rc != 0:
                     module.fail_json(
                         msg="expected `systemctl %s %s` to succeed; it returned %d: %s. Check `systemctl status %s` "
-                        "and `journalctl -u %s`." % (verb, unit, rc, " ".join((err or out).split()), unit, unit),
+                        "and `journalctl -u %s`." % (verb, unit, rc, started, unit, unit),
                         rc=rc,
-                        unit=before,
+                        unit=failed_status or before,
                     )
+                if started:
+                    result["start_note"] = started
                 launched = True
                 result["changed"] = True
                 after = unit_status(module.run_command, systemctl, unit)

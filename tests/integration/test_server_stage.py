@@ -56,6 +56,7 @@ class Node:
         except Exception as exc:  # the evidence is best effort; the assertion it decorates fails anyway
             out["attempts"] = repr(exc)
         out["unit"] = self.unit_state()
+        out["journal"] = self.sh("journalctl -u sglang -n 25 --no-pager -o short-precise", check=False).splitlines()
         out["log_tail"] = self.sh("tail -n 60 /var/log/sglang/server.log", check=False).splitlines()
         return json.dumps(out, indent=1, default=str)
 
