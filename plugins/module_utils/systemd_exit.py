@@ -41,8 +41,7 @@ def _code(value):
 
 def spawn_step(status):
     """The step systemd failed at (``CGROUP``) for a main-process exit status of its own, else None."""
-    code = _code(status)
-    return NAMES.get(code) if code is not None else None
+    return NAMES.get(_code(status))
 
 
 def status_text(status):

@@ -399,14 +399,18 @@ def unit_dead(status, invocation_id):
     if invocation_id and status.get("InvocationID") and status["InvocationID"] != invocation_id:
         return "the unit was restarted by systemd (new invocation %s)" % status["InvocationID"]
     if state in ("failed", "inactive", "deactivating"):
-        step = systemd_exit.spawn_step(status.get("ExecMainStatus"))
-        return "the unit is %s/%s (main process exit status %s%s)" % (
-            state,
-            status.get("SubState"),
-            systemd_exit.status_text(status.get("ExecMainStatus")),
-            ": systemd failed at its %s step, SGLang never ran" % step if step else "",
-        )
+        return "the unit is %s/%s (%s)" % (state, status.get("SubState"), exit_status(status.get("ExecMainStatus")))
     return None
+
+
+def exit_status(code):
+    """``main process exit status 219/CGROUP: systemd failed at its CGROUP step before SGLang ran`` (the step only
+    for systemd's own statuses)."""
+    step = systemd_exit.spawn_step(code)
+    return "main process exit status %s%s" % (
+        systemd_exit.status_text(code),
+        ": systemd failed at its %s step before SGLang ran" % step if step else "",
+    )
 
 
 def start_unit(run_command, systemctl, verb, unit):
@@ -427,13 +431,8 @@ def start_unit(run_command, systemctl, verb, unit):
             return rc, "the first start ended with %s and was tried once more" % first, None
         status = unit_status(run_command, systemctl, unit)
     text = " ".join((err or out).split())
-    code = status.get("ExecMainStatus")
-    if code not in (None, "", "0"):
-        step = systemd_exit.spawn_step(code)
-        text += " (main process exit status %s%s)" % (
-            systemd_exit.status_text(code),
-            ": systemd failed at its %s step before SGLang ran" % step if step else "",
-        )
+    if status.get("ExecMainStatus") not in (None, "", "0"):
+        text += " (%s)" % exit_status(status["ExecMainStatus"])
     return rc, text, status
 
 
