@@ -53,6 +53,16 @@ def status_text(status):
     return "%d/%s" % (code, step) if step else str(code)
 
 
+def describe(status, program):
+    """``main process exit status 219/CGROUP: systemd failed at its CGROUP step before SGLang ran`` for
+    ``program`` SGLang; the step only for systemd's own statuses."""
+    step = spawn_step(status)
+    return "main process exit status %s%s" % (
+        status_text(status),
+        ": systemd failed at its %s step before %s ran" % (step, program) if step else "",
+    )
+
+
 def retry_once(status):
     """True when a start that ended with this status may be tried once more after ``systemctl reset-failed``."""
     return _code(status) in RETRIED_ONCE

@@ -399,18 +399,12 @@ def unit_dead(status, invocation_id):
     if invocation_id and status.get("InvocationID") and status["InvocationID"] != invocation_id:
         return "the unit was restarted by systemd (new invocation %s)" % status["InvocationID"]
     if state in ("failed", "inactive", "deactivating"):
-        return "the unit is %s/%s (%s)" % (state, status.get("SubState"), exit_status(status.get("ExecMainStatus")))
+        return "the unit is %s/%s (%s)" % (
+            state,
+            status.get("SubState"),
+            systemd_exit.describe(status.get("ExecMainStatus"), "SGLang"),
+        )
     return None
-
-
-def exit_status(code):
-    """``main process exit status 219/CGROUP: systemd failed at its CGROUP step before SGLang ran`` (the step only
-    for systemd's own statuses)."""
-    step = systemd_exit.spawn_step(code)
-    return "main process exit status %s%s" % (
-        systemd_exit.status_text(code),
-        ": systemd failed at its %s step before SGLang ran" % step if step else "",
-    )
 
 
 def start_unit(run_command, systemctl, verb, unit):
@@ -432,7 +426,7 @@ def start_unit(run_command, systemctl, verb, unit):
         status = unit_status(run_command, systemctl, unit)
     text = " ".join((err or out).split())
     if status.get("ExecMainStatus") not in (None, "", "0"):
-        text += " (%s)" % exit_status(status["ExecMainStatus"])
+        text += " (%s)" % systemd_exit.describe(status["ExecMainStatus"], "SGLang")
     return rc, text, status
 
 
