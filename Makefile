@@ -24,7 +24,7 @@ SCENARIOS ?= $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule
 docs: venv
 	python scripts/role-docs.py
 
-.PHONY: docs help setup host-packages venv lint unit quick molecule test test-builds demo demo-down sim-clean sanity lock bench
+.PHONY: docs help setup host-packages venv lint unit quick molecule test test-run test-builds demo demo-down sim-clean sanity lock bench
 .PHONY: bench-downloads
 
 help:
@@ -70,7 +70,12 @@ molecule: setup ## every scenario, also after one failed; the failed ones are na
 	@failed=(); for s in $(SCENARIOS); do echo "=== molecule scenario $$s ==="; molecule test -s "$$s" || failed+=("$$s"); done; \
 	if (( $${#failed[@]} )); then echo "molecule: FAILED scenarios: $${failed[*]}"; exit 1; fi
 
+# Its last line: wall time, CPU-seconds of every process it started (cgroup accounting) and the nodes that went from
+# the bare image to the server stage's record, from scripts/accounted (figures also in build/accounted-make-test.json).
 test: setup
+	@python scripts/accounted make-test $(MAKE) --no-print-directory test-run
+
+test-run:
 	@t0=$$SECONDS; \
 	$(MAKE) --no-print-directory lint; \
 	$(MAKE) --no-print-directory sanity; \
