@@ -56,6 +56,7 @@ lint: venv
 	python scripts/license-check.py
 	python scripts/role-docs.py --check
 	python scripts/role_reads.py
+	python scripts/run-figures.py --check
 	yamllint -s .
 	ansible-lint
 	ruff check .
