@@ -1,6 +1,6 @@
-"""Every release tag of the SGLang stand-in's git repository (sim/mirrors/git_sources.py, `llmops-sim/sglang-standin.git`)
-builds as the release it names, checked out and built the way roles/sglang does it, and the build serves as that
-release.
+"""Every release tag of the SGLang stand-in's git repository (`llmops-sim/sglang-standin.git`, made by
+sim/mirrors/git_sources.py) builds as the release it names, checked out and built the way roles/sglang does it, and
+the build serves as that release.
 
 The way the role does it, read from the role where it can be: the ref is resolved with the `git ls-remote` argv of
 tasks/main.yml and plugins/module_utils/build_plan.resolve_ref, the checkout is ansible.builtin.git with the arguments
@@ -64,8 +64,10 @@ def scm_version(python, cwd, env) -> str:
     proc = subprocess.run(
         [str(python), "-m", "setuptools_scm"], cwd=cwd, env=env, capture_output=True, text=True, check=False
     )
+    if proc.returncode == 0:
+        return proc.stdout.strip()
     out = (proc.stdout + proc.stderr).strip()
-    return proc.stdout.strip() if proc.returncode == 0 else f"no version ({out.splitlines()[-1] if out else proc.returncode})"
+    return f"no version ({out.splitlines()[-1] if out else proc.returncode})"
 
 
 def task(path: Path, name: str) -> dict:
@@ -101,9 +103,10 @@ def checkout_args(url: str, commit: str, dest: Path) -> dict:
 
 def scm_overrides(describe_command: list[str]) -> str:
     """SETUPTOOLS_SCM_OVERRIDES_FOR_SGLANG as tasks/build.yml writes it ('{git_describe_command = ' ~ to_json ~ '}')."""
-    assert "'{git_describe_command = ' ~ (sglang_describe_command | to_json) ~ '}'" in (
-        ROLE / "tasks" / "build.yml"
-    ).read_text(), "tasks/build.yml no longer sets SETUPTOOLS_SCM_OVERRIDES_FOR_SGLANG as this test does"
+    assert (
+        "'{git_describe_command = ' ~ (sglang_describe_command | to_json) ~ '}'"
+        in (ROLE / "tasks" / "build.yml").read_text()
+    ), "tasks/build.yml no longer sets SETUPTOOLS_SCM_OVERRIDES_FOR_SGLANG as this test does"
     return "{git_describe_command = " + json.dumps(describe_command) + "}"
 
 
