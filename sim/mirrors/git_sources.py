@@ -27,7 +27,10 @@ FIX_FILE = "python/sglang/srt/layers/attention/triton_ops/extend_attention.py"
 # Where releases keep the SM120 fix's file (moved in 0.5.16; plugins/module_utils/sglang_flags.py owns the windows,
 # the mirror just finds whichever the tree has).
 FIX_FILES = (FIX_FILE, "python/sglang/kernels/ops/attention/extend_attention.py")
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "*.egg-info", "build", "dist", ".pytest_cache")
+# _version.py: what setuptools-scm writes into a tree it built (the stand-in's sglang/_version.py); never in git.
+IGNORE = shutil.ignore_patterns(
+    "__pycache__", "*.pyc", ".git", "*.egg-info", "build", "dist", ".pytest_cache", "_version.py"
+)
 AUTHOR = ("SGLang stand-in", "sglang-sim@example.invalid")
 SGLANG_COMMITS = [
     ("2025-01-01T00:00:00+00:00", "Import the SGLang stand-in tree (before the SM120 extend-attention fix)", "v0.5.8"),

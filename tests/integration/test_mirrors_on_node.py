@@ -111,9 +111,10 @@ def test_pip_installs_the_sglang_stand_in_from_the_git_mirror(mirror):
     node.run("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git", timeout=180)
     node.run(
         f"git clone -q {url}/git/llmops-sim/sglang-standin.git /opt/sglang-src && python3 -m venv /opt/s"
-        f" && {pip('/opt/s', url)} setuptools==75.8.0 wheel==0.45.1"
+        f" && {pip('/opt/s', url)} setuptools==75.8.0 wheel==0.45.1 setuptools-scm==9.2.2"
         f" && {pip('/opt/s', url)} --no-build-isolation /opt/sglang-src/python",
         timeout=240,
     )
     out = node.sh("cd / && /opt/s/bin/python -c 'import sglang, sglang.launch_server; print(sglang.__version__)'")
-    assert out.strip().startswith("0.5.9")
+    # setuptools-scm versions the build from the clone's tags: main is the commit tagged v0.5.9
+    assert out.strip() == "0.5.9", out
