@@ -97,7 +97,6 @@ def version_style(version):
     return "ubuntu" if _UBUNTU_REVISION.search(str(version)) else "debian"
 
 
-
 def package_sets(os_key, branch):
     """{compute: {open, proprietary}, desktop: {...}} for the OS and branch, or None when not known."""
     entry = OS.get(str(os_key))

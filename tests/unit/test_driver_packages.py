@@ -24,9 +24,17 @@ NAMES = {"Ubuntu-22": "Ubuntu 22.04", "Ubuntu-24": "Ubuntu 24.04", "Debian-12": 
 
 
 def request(os_key="Ubuntu-24", branch="580", version="580.95.05-0ubuntu1", **kw):
-    base = {"os_key": os_key, "os_name": NAMES.get(os_key, os_key), "branch": branch, "version": version,
-            "flavor": "open", "package_set": "compute", "packages": {}, "persistenced_package": "",
-            "persistenced": True}  # fmt: skip
+    base = {
+        "os_key": os_key,
+        "os_name": NAMES.get(os_key, os_key),
+        "branch": branch,
+        "version": version,
+        "flavor": "open",
+        "package_set": "compute",
+        "packages": {},
+        "persistenced_package": "",
+        "persistenced": True,
+    }
     base.update(kw)
     return base
 
@@ -201,27 +209,56 @@ def test_the_role_reads_its_package_lists_from_variables_an_inventory_can_overri
 
 def _play(tmp_path, inventory_vars, tasks):
     (tmp_path / "inventory.yml").write_text(
-        yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local",
-                                                        "ansible_python_interpreter": sys.executable,
-                                                        **inventory_vars}}}})  # fmt: skip
+        yaml.safe_dump(
+            {
+                "all": {
+                    "hosts": {
+                        "localhost": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": sys.executable,
+                            **inventory_vars,
+                        }
+                    }
+                }
+            }
+        )
     )
-    play = [{"hosts": "localhost", "gather_facts": False,
-             "pre_tasks": [{"name": "Report Ubuntu 24.04's facts", "fake_os_facts":
-                            {"distribution": "Ubuntu", "distribution_version": "24.04"}}],
-             "tasks": tasks}]  # fmt: skip
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "pre_tasks": [
+                {
+                    "name": "Report Ubuntu 24.04's facts",
+                    "fake_os_facts": {"distribution": "Ubuntu", "distribution_version": "24.04"},
+                }
+            ],
+            "tasks": tasks,
+        }
+    ]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(ROOT),
-           "ANSIBLE_LIBRARY": str(FAKE_FACTS), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
-           "ANSIBLE_CALLBACK_RESULT_FORMAT": "json", "ANSIBLE_CALLBACK_FORMAT_PRETTY": "false",
-           "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"), "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(ROOT),
+        "ANSIBLE_LIBRARY": str(FAKE_FACTS),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        "ANSIBLE_CALLBACK_FORMAT_PRETTY": "false",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
     playbook = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or "ansible-playbook"
     cmd = [playbook, "-i", str(tmp_path / "inventory.yml"), "--check", str(tmp_path / "play.yml")]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, check=False)
 
 
 def test_on_ubuntu_a_debian_version_is_refused_before_the_first_change(tmp_path):
-    proc = _play(tmp_path, {"llmops_driver_version": "580.95.05-1"},
-                 [{"ansible.builtin.include_role": {"name": "llmops.sglang.nvidia_driver"}}])  # fmt: skip
+    proc = _play(
+        tmp_path,
+        {"llmops_driver_version": "580.95.05-1"},
+        [{"ansible.builtin.include_role": {"name": "llmops.sglang.nvidia_driver"}}],
+    )
     out = proc.stdout
     assert proc.returncode == 2, out[-3000:] + proc.stderr[-3000:]
     assert "Traceback" not in out + proc.stderr
@@ -245,14 +282,20 @@ def test_on_ubuntu_the_default_version_and_an_inventory_package_list_are_taken(t
     mine = {"compute": {"open": ["nvidia-headless-580-open", "nvidia-utils-580", "nvidia-fabricmanager-580"]}}
     # nvswitch.yml only reads the PCI bus; public makes the role's defaults and vars visible to the next task
     tasks = [
-        {"ansible.builtin.include_role": {"name": "llmops.sglang.nvidia_driver", "tasks_from": "nvswitch",
-                                          "public": True}},
+        {
+            "ansible.builtin.include_role": {
+                "name": "llmops.sglang.nvidia_driver",
+                "tasks_from": "nvswitch",
+                "public": True,
+            }
+        },
         {"name": "Show the plan", "ansible.builtin.debug": {"msg": "{{ nvidia_driver_plan }}"}},
         {"name": "Show the version", "ansible.builtin.debug": {"msg": "{{ llmops_driver_version }}"}},
-    ]  # fmt: skip
+    ]
     proc = _play(tmp_path, {"nvidia_driver_packages": mine}, tasks)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = [json.loads(line.split(" => ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("ok: [localhost] => {")]
+    oks = [line for line in proc.stdout.splitlines() if line.startswith("ok: [localhost] => {")]
+    results = [json.loads(line.split(" => ", 1)[1]) for line in oks]
     plan, version = results[-2]["msg"], results[-1]["msg"]
     assert version == "580.95.05-0ubuntu1"
     assert plan["problem"] == ""
