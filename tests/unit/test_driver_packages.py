@@ -316,3 +316,22 @@ def test_every_roles_platforms_are_the_support_matrix_systems():
         assert {p["name"]: set(p["versions"]) for p in platforms} == systems, meta
     for os_key in dp.OS:
         assert dp.OS[os_key]["name"].split(" ")[0] in systems
+
+
+@pytest.mark.parametrize(
+    ("distribution", "os_key", "expected"),
+    [
+        ("Debian", "Debian-12", "580.95.05-1"),
+        ("Ubuntu", "Ubuntu-22", "580.95.05-0ubuntu1"),
+        ("Ubuntu", "Ubuntu-24", "580.95.05-0ubuntu1"),
+    ],
+)
+def test_the_default_version_follows_the_operating_system_and_passes_its_check(distribution, os_key, expected):
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    raw = yaml.safe_load((ROOT / "roles/llmops_defaults/defaults/main.yml").read_text())["llmops_driver_version"]
+    variables = {"ansible_facts": {"distribution": distribution}}
+    version = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(raw))
+    assert version == expected
+    assert dp.plan(request(os_key, "580", version))["problem"] == ""
