@@ -19,7 +19,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from test_mirror_apt import SUBDIR, _apt, packages
 
-from ansible_collections.llmops.sglang.plugins.module_utils import gpu_compat
+from ansible_collections.llmops.sglang.plugins.module_utils import driver_packages, gpu_compat
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
@@ -48,8 +48,11 @@ def role_pin(version=PINNED, fabricmanager=None):
 
 
 def role_packages(package_set, flavor="open"):
-    data = yaml.safe_load((ROLE / "vars/Debian-12.yml").read_text())
-    return data["nvidia_driver_packages"][package_set][flavor] + [data["nvidia_driver_persistenced_package"]]
+    request = {"os_key": "Debian-12", "branch": "580", "version": PINNED, "flavor": flavor,
+               "package_set": package_set, "packages": {}, "persistenced": True}  # fmt: skip
+    planned = driver_packages.plan(request)
+    assert planned["problem"] == ""
+    return planned["packages"]
 
 
 def simulate(built, server, tmp_path, pin, names, *, version=PINNED):

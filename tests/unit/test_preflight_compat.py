@@ -181,11 +181,19 @@ def test_the_requirements_of_sglang_reference_hold():
 def test_the_gpu_stack_defaults_pass_the_gate():
     """The shared defaults (roles/llmops_defaults) preflight checks and the GPU roles install: a combination the gate
     accepts."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
     shared = yaml.safe_load((ROOT / "roles/llmops_defaults/defaults/main.yml").read_text())
-    result = gate(
-        branch=shared["llmops_driver_branch"],
-        version=shared["llmops_driver_version"],
-        flavor=shared["llmops_driver_flavor"],
-        cuda=shared["llmops_cuda_versions"],
-    )
-    assert result["problems"] == []
+    for distribution in ("Debian", "Ubuntu"):  # the version's default follows the operating system
+        variables = {"ansible_facts": {"distribution": distribution}}
+        version = Templar(loader=DataLoader(), variables=variables).template(
+            trust_as_template(shared["llmops_driver_version"])
+        )
+        result = gate(
+            branch=shared["llmops_driver_branch"],
+            version=version,
+            flavor=shared["llmops_driver_flavor"],
+            cuda=shared["llmops_cuda_versions"],
+        )
+        assert result["problems"] == [], distribution
