@@ -259,6 +259,7 @@ class CallbackModule(CallbackBase):
         self._records = {}
         self._failed = {}
         self._unreachable = {}
+        self._groups = {}  # {host: its inventory group names}, from the hosts of the results
         self._rolled = False  # a step of a roll was recorded in this run: print the roll's timeline at the end
         self._basedir = None
         self._playbook = None
@@ -276,6 +277,18 @@ class CallbackModule(CallbackBase):
             sys.stderr.flush()
         else:
             self._display.display(text)
+
+    def _note_groups(self, result):
+        """Remember the inventory groups of the result's host (the report shows only GPU servers and routers)."""
+        host = getattr(result, "host", None)
+        get_groups = getattr(host, "get_groups", None)
+        if get_groups is None:
+            return
+        try:
+            names = {g if isinstance(g, str) else g.get_name() for g in get_groups() or ()}
+        except Exception:  # best effort: a host whose groups cannot be read is kept in the report
+            return
+        self._groups.setdefault(host.get_name(), set()).update(names)
 
     def _take(self, result):
         task = result.task
@@ -307,7 +320,11 @@ class CallbackModule(CallbackBase):
         self._basedir = getattr(playbook, "_basedir", None)
         self._playbook = os.path.basename(getattr(playbook, "_file_name", "") or "") or None
 
+    def v2_runner_on_skipped(self, result):
+        self._note_groups(result)
+
     def v2_runner_on_ok(self, result):
+        self._note_groups(result)
         action = getattr(result.task, "action", None) or ""
         res = result.result
         facts = res.get("ansible_facts") if isinstance(res, dict) else None
@@ -328,12 +345,14 @@ class CallbackModule(CallbackBase):
         self._final_result(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._note_groups(result)
         if not ignore_errors:
             res = result.result if isinstance(result.result, dict) else {}
             self._failed[result.host.get_name()] = {"task": result.task.get_name(), "msg": res.get("msg", "")}
         self._final_result(result)
 
     def v2_runner_on_unreachable(self, result):
+        self._note_groups(result)
         res = result.result if isinstance(result.result, dict) else {}
         self._unreachable[result.host.get_name()] = {"task": result.task.get_name(), "msg": res.get("msg", "")}
 
@@ -362,8 +381,9 @@ class CallbackModule(CallbackBase):
         if not base or not (self._final or self._records):
             return None, None
         base = os.path.join(self._basedir or os.getcwd(), os.path.expanduser(base))
-        hosts = set(self._final) | set(self._records) | set(self._failed) | set(self._unreachable)
-        hosts |= set(getattr(stats, "processed", {}) or {})
+        reported = set(self._final) | set(self._records)
+        touched = set(self._failed) | set(self._unreachable) | set(getattr(stats, "processed", {}) or {})
+        hosts, routers = report.report_hosts(reported, touched, self._groups)
         entries = [
             report.host_entry(
                 host,
@@ -372,8 +392,9 @@ class CallbackModule(CallbackBase):
                 plan=self._plans.get(host),
                 failed_task=self._failed.get(host),
                 unreachable=self._unreachable.get(host),
+                router=host in routers,
             )
-            for host in sorted(hosts)
+            for host in hosts
         ]
         data = report.build_report(entries, playbook=self._playbook)
         try:
