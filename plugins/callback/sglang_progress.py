@@ -22,20 +22,22 @@ description:
     C(v2_runner_retry) events, which carry the structured result while the task still runs.
   - At the end of the play it also writes the fleet report, C(<report_dir>/<UTC time>/index.html) (one
     self-contained page) and C(report.json) beside it, from the deployment records, the server results, the memory
-    plans and the failed tasks it saw, and prints the page's path. C(bin/sglang-report) renders the same page from
-    saved records.
+    plans and the failed tasks it saw, and prints the page's path. The report tool renders the same page from saved
+    records (C(python3 -m ansible_collections.llmops.sglang.plugins.plugin_utils.sglang_report_cli)).
   - For C(llmops.sglang.hf_snapshot) it prints each slice's progress per host (files done, bytes, rate, ETA) and the
     final line.
 requirements:
-  - enable in ansible.cfg (C(callbacks_enabled = llmops.sglang.sglang_progress)) or ANSIBLE_CALLBACKS_ENABLED
+  - enable it in the C([defaults]) section of your ansible.cfg, C(callbacks_enabled = llmops.sglang.sglang_progress),
+    or for one run with E(ANSIBLE_CALLBACKS_ENABLED=llmops.sglang.sglang_progress)
 options:
   report_dir:
     description:
-      - Directory the fleet report is written under, one subdirectory per run. A relative path is taken from the
-        playbook's directory. An empty value writes no report.
+      - Directory the fleet report is written under, one subdirectory per run (C(<report_dir>/<UTC time>/)).
+      - Unset, the control node user's state directory, C($XDG_STATE_HOME/llmops-sglang/reports), that is
+        C(~/.local/state/llmops-sglang/reports) when E(XDG_STATE_HOME) is not set.
+      - A relative path is taken from the current directory; C(~) is expanded. An empty value writes no report.
       - A report is written only when the play ran the server stage (a server result or a deployment record).
     type: str
-    default: reports
     env:
       - name: SGLANG_REPORT_DIR
     ini:
@@ -261,7 +263,6 @@ class CallbackModule(CallbackBase):
         self._unreachable = {}
         self._groups = {}  # {host: its inventory group names}, from the hosts of the results
         self._rolled = False  # a step of a roll was recorded in this run: print the roll's timeline at the end
-        self._basedir = None
         self._playbook = None
         stdout_cb = ""
         try:
@@ -317,7 +318,6 @@ class CallbackModule(CallbackBase):
             self._final[host] = res
 
     def v2_playbook_on_start(self, playbook):
-        self._basedir = getattr(playbook, "_basedir", None)
         self._playbook = os.path.basename(getattr(playbook, "_file_name", "") or "") or None
 
     def v2_runner_on_skipped(self, result):
@@ -378,9 +378,11 @@ class CallbackModule(CallbackBase):
             base = self.get_option("report_dir")
         except KeyError:  # options never loaded: constructed outside a play, so nowhere to put a report
             return None, None
+        if base is None:
+            base = report.default_report_base()
         if not base or not (self._final or self._records):
             return None, None
-        base = os.path.join(self._basedir or os.getcwd(), os.path.expanduser(base))
+        base = os.path.abspath(os.path.expanduser(base))
         reported = set(self._final) | set(self._records)
         touched = set(self._failed) | set(self._unreachable) | set(getattr(stats, "processed", {}) or {})
         hosts, routers = report.report_hosts(reported, touched, self._groups)

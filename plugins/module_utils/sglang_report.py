@@ -488,6 +488,20 @@ def load_input(path, host=None):
     )
 
 
+STATE_SUBDIR = os.path.join("llmops-sglang", "reports")
+
+
+def default_report_base(environ=None):
+    """Where reports go unless told otherwise: the control node user's state directory,
+    ``$XDG_STATE_HOME/llmops-sglang/reports``, ``~/.local/state/llmops-sglang/reports`` when XDG_STATE_HOME is unset
+    or not absolute (the XDG Base Directory Specification ignores a relative one)."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME") or ""
+    if not os.path.isabs(state):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, STATE_SUBDIR)
+
+
 def report_dir(base, when=None):
     """``base``/<UTC time>, e.g. reports/20261130-064210 (a suffix -2, -3... when two runs share a second)."""
     stamp = (when or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
