@@ -4,7 +4,9 @@ The repository root holds a checked-in symlink ansible_collections/llmops/sglang
 sys.path lets tests import plugins exactly as Ansible does (ansible_collections.llmops.sglang.plugins...).
 """
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,3 +25,7 @@ def pytest_configure(config):
     import signal
 
     signal.signal(signal.SIGTERM, _interrupted)
+    # The sglang_progress callback writes its reports to the user's state directory (~/.local/state) by default; the
+    # plays of the tests write theirs under this session's temporary directory instead, unless the caller chose one.
+    if "SGLANG_REPORT_DIR" not in os.environ:
+        os.environ["SGLANG_REPORT_DIR"] = tempfile.mkdtemp(prefix="llmops-test-reports-")

@@ -18,6 +18,12 @@ SSH_OPTS = [
     "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
     "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=15",
 ]  # fmt: skip
+# The same for Ansible, in the node tests' own inventories (ansible.cfg keeps host-key checking on; a simulated node
+# gets new host keys with every boot). inventories/sim/group_vars/all/connection.yml sets the same for the simulation.
+SIM_SSH_VARS = {
+    "ansible_host_key_checking": False,
+    "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+}
 
 
 def ssh_run(

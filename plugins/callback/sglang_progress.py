@@ -22,20 +22,22 @@ description:
     C(v2_runner_retry) events, which carry the structured result while the task still runs.
   - At the end of the play it also writes the fleet report, C(<report_dir>/<UTC time>/index.html) (one
     self-contained page) and C(report.json) beside it, from the deployment records, the server results, the memory
-    plans and the failed tasks it saw, and prints the page's path. C(bin/sglang-report) renders the same page from
-    saved records.
+    plans and the failed tasks it saw, and prints the page's path. The report tool renders the same page from saved
+    records (C(python3 -m ansible_collections.llmops.sglang.plugins.plugin_utils.sglang_report_cli)).
   - For C(llmops.sglang.hf_snapshot) it prints each slice's progress per host (files done, bytes, rate, ETA) and the
     final line.
 requirements:
-  - enable in ansible.cfg (C(callbacks_enabled = llmops.sglang.sglang_progress)) or ANSIBLE_CALLBACKS_ENABLED
+  - enable it in the C([defaults]) section of your ansible.cfg, C(callbacks_enabled = llmops.sglang.sglang_progress),
+    or for one run with E(ANSIBLE_CALLBACKS_ENABLED=llmops.sglang.sglang_progress)
 options:
   report_dir:
     description:
-      - Directory the fleet report is written under, one subdirectory per run. A relative path is taken from the
-        playbook's directory. An empty value writes no report.
+      - Directory the fleet report is written under, one subdirectory per run (C(<report_dir>/<UTC time>/)).
+      - Unset, the control node user's state directory, C($XDG_STATE_HOME/llmops-sglang/reports), that is
+        C(~/.local/state/llmops-sglang/reports) when E(XDG_STATE_HOME) is not set.
+      - A relative path is taken from the current directory; C(~) is expanded. An empty value writes no report.
       - A report is written only when the play ran the server stage (a server result or a deployment record).
     type: str
-    default: reports
     env:
       - name: SGLANG_REPORT_DIR
     ini:
@@ -259,8 +261,8 @@ class CallbackModule(CallbackBase):
         self._records = {}
         self._failed = {}
         self._unreachable = {}
+        self._groups = {}  # {host: its inventory group names}, from the hosts of the results
         self._rolled = False  # a step of a roll was recorded in this run: print the roll's timeline at the end
-        self._basedir = None
         self._playbook = None
         stdout_cb = ""
         try:
@@ -276,6 +278,18 @@ class CallbackModule(CallbackBase):
             sys.stderr.flush()
         else:
             self._display.display(text)
+
+    def _note_groups(self, result):
+        """Remember the inventory groups of the result's host (the report shows only GPU servers and routers)."""
+        host = getattr(result, "host", None)
+        get_groups = getattr(host, "get_groups", None)
+        if get_groups is None:
+            return
+        try:
+            names = {g if isinstance(g, str) else g.get_name() for g in get_groups() or ()}
+        except Exception:  # best effort: a host whose groups cannot be read is kept in the report
+            return
+        self._groups.setdefault(host.get_name(), set()).update(names)
 
     def _take(self, result):
         task = result.task
@@ -304,10 +318,13 @@ class CallbackModule(CallbackBase):
             self._final[host] = res
 
     def v2_playbook_on_start(self, playbook):
-        self._basedir = getattr(playbook, "_basedir", None)
         self._playbook = os.path.basename(getattr(playbook, "_file_name", "") or "") or None
 
+    def v2_runner_on_skipped(self, result):
+        self._note_groups(result)
+
     def v2_runner_on_ok(self, result):
+        self._note_groups(result)
         action = getattr(result.task, "action", None) or ""
         res = result.result
         facts = res.get("ansible_facts") if isinstance(res, dict) else None
@@ -328,12 +345,14 @@ class CallbackModule(CallbackBase):
         self._final_result(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._note_groups(result)
         if not ignore_errors:
             res = result.result if isinstance(result.result, dict) else {}
             self._failed[result.host.get_name()] = {"task": result.task.get_name(), "msg": res.get("msg", "")}
         self._final_result(result)
 
     def v2_runner_on_unreachable(self, result):
+        self._note_groups(result)
         res = result.result if isinstance(result.result, dict) else {}
         self._unreachable[result.host.get_name()] = {"task": result.task.get_name(), "msg": res.get("msg", "")}
 
@@ -359,11 +378,14 @@ class CallbackModule(CallbackBase):
             base = self.get_option("report_dir")
         except KeyError:  # options never loaded: constructed outside a play, so nowhere to put a report
             return None, None
+        if base is None:
+            base = report.default_report_base()
         if not base or not (self._final or self._records):
             return None, None
-        base = os.path.join(self._basedir or os.getcwd(), os.path.expanduser(base))
-        hosts = set(self._final) | set(self._records) | set(self._failed) | set(self._unreachable)
-        hosts |= set(getattr(stats, "processed", {}) or {})
+        base = os.path.abspath(os.path.expanduser(base))
+        reported = set(self._final) | set(self._records)
+        touched = set(self._failed) | set(self._unreachable) | set(getattr(stats, "processed", {}) or {})
+        hosts, routers = report.report_hosts(reported, touched, self._groups)
         entries = [
             report.host_entry(
                 host,
@@ -372,8 +394,9 @@ class CallbackModule(CallbackBase):
                 plan=self._plans.get(host),
                 failed_task=self._failed.get(host),
                 unreachable=self._unreachable.get(host),
+                router=host in routers,
             )
-            for host in sorted(hosts)
+            for host in hosts
         ]
         data = report.build_report(entries, playbook=self._playbook)
         try:

@@ -29,6 +29,11 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import
 
 SCHEMA = "llmops.sglang/report-v1"
 
+# The inventory groups whose hosts the report shows: the GPU servers (replicas) and the router hosts. A play that runs
+# on the control node (the restart plan of playbooks/fleet_roll_plan.yml runs on localhost) is no server.
+SERVER_GROUP = "gpu_servers"
+ROUTER_GROUP = "sglang_routers"
+
 SEGMENTS = ("weights", "kv", "graphs", "other", "free")
 VERSION_KEYS = (
     "driver",
@@ -198,8 +203,30 @@ def _evidence(failure_line, tail):
     return [i for i, line in enumerate(tail) if needle and needle in str(line)]
 
 
-def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, unreachable=None):
-    """One host of the report from whatever the run left for it (see the module docstring)."""
+def report_hosts(reported, touched, groups):
+    """The hosts the report shows, sorted, and the router hosts among them: (hosts, routers).
+
+    ``reported``: hosts that left a server result or a deployment record (GPU servers by what they ran);
+    ``touched``: every other host the run saw (failed, unreachable, or only processed);
+    ``groups``: {host: its inventory group names} for the hosts whose groups are known.
+    A touched host is shown when it is in the ``gpu_servers`` or ``sglang_routers`` group; one whose groups are not
+    known is kept (nothing says it is not a server); a host outside both groups (the control node) is left out.
+    """
+    groups = groups or {}
+    fleet = {SERVER_GROUP, ROUTER_GROUP}
+    hosts = set(reported)
+    hosts |= {h for h in touched if h not in groups or fleet & set(groups[h])}
+    routers = {
+        h
+        for h in hosts
+        if h not in reported and ROUTER_GROUP in groups.get(h, ()) and SERVER_GROUP not in groups.get(h, ())
+    }
+    return sorted(hosts), routers
+
+
+def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, unreachable=None, router=False):
+    """One host of the report from whatever the run left for it (see the module docstring). ``router``: a host of
+    the sglang_routers group (no GPU server): shown, but no replica and not counted as a server."""
     rec = record or {}
     res = result or {}
     ranks = res.get("ranks") or _ranks_from_record(rec)
@@ -264,7 +291,8 @@ def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, u
         "failed_task": None,
         # the last roll this host took part in (deployment.json "roll"), its steps with their times
         "roll": record_schema.roll_summary(rec),
-        "recorded": bool(rec),  # a deployment record exists (a router host or the controller has none)
+        "recorded": bool(rec),  # a deployment record exists (a router host has none)
+        "role": "router" if router else "server",
     }
     if outcome != "ready":
         entry["diagnosis"] = record_schema.scrub(res.get("diagnosis") or rec.get("diagnosis"))
@@ -282,8 +310,9 @@ def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, u
 def build_report(hosts, playbook=None, generated_at=None):
     """The report document from host entries (``host_entry``), grouped into replicas."""
     hosts = sorted(hosts, key=lambda h: h["host"])
+    servers = [h for h in hosts if h.get("role", "server") != "router"]
     replicas = {}
-    for h in hosts:
+    for h in servers:
         replicas.setdefault(h["replica"], []).append(h)
     rep_list = []
     for name in sorted(replicas):
@@ -302,10 +331,12 @@ def build_report(hosts, playbook=None, generated_at=None):
         "schema": SCHEMA,
         "generated_at": when,
         "playbook": playbook,
+        # the GPU servers: "hosts" counts them (a router host is counted apart, in "routers")
         "summary": {
-            "hosts": len(hosts),
-            "ready": sum(1 for h in hosts if h["outcome"] == "ready"),
-            "failed": sum(1 for h in hosts if h["outcome"] != "ready"),
+            "hosts": len(servers),
+            "ready": sum(1 for h in servers if h["outcome"] == "ready"),
+            "failed": sum(1 for h in servers if h["outcome"] != "ready"),
+            "routers": len(hosts) - len(servers),
         },
         "replicas": rep_list,
         "hosts": hosts,
@@ -455,6 +486,20 @@ def load_input(path, host=None):
     raise ReportInputError(
         "%s is neither a saved report (schema %s) nor a deployment record (keys milestones and flags)" % (path, SCHEMA)
     )
+
+
+STATE_SUBDIR = os.path.join("llmops-sglang", "reports")
+
+
+def default_report_base(environ=None):
+    """Where reports go unless told otherwise: the control node user's state directory,
+    ``$XDG_STATE_HOME/llmops-sglang/reports``, ``~/.local/state/llmops-sglang/reports`` when XDG_STATE_HOME is unset
+    or not absolute (the XDG Base Directory Specification ignores a relative one)."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME") or ""
+    if not os.path.isabs(state):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, STATE_SUBDIR)
 
 
 def report_dir(base, when=None):

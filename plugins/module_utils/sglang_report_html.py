@@ -397,11 +397,12 @@ def render(data):
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             "<title>%s</title><style>%s</style></head><body>" % (title, STYLE),
             "<h1>%s</h1>" % title,
-            '<p class="muted">%s host(s): %s ready, %s not ready. Generated %s%s.</p>'
+            '<p class="muted">%s GPU server(s): %s ready, %s not ready%s. Generated %s%s.</p>'
             % (
                 esc(s.get("hosts")),
                 esc(s.get("ready")),
                 esc(s.get("failed")),
+                "; %s router host(s)" % esc(s["routers"]) if s.get("routers") else "",
                 esc(data.get("generated_at")),
                 (" by " + esc(data["playbook"])) if data.get("playbook") else "",
             ),

@@ -68,8 +68,14 @@ def render_text(data):
     """The text report of a report document."""
     s = data.get("summary") or {}
     lines = [
-        "SGLang fleet report, generated %s: %s host(s), %s ready, %s not ready"
-        % (neutral(data.get("generated_at")), s.get("hosts"), s.get("ready"), s.get("failed")),
+        "SGLang fleet report, generated %s: %s GPU server(s), %s ready, %s not ready%s"
+        % (
+            neutral(data.get("generated_at")),
+            s.get("hosts"),
+            s.get("ready"),
+            s.get("failed"),
+            "; %s router host(s)" % s["routers"] if s.get("routers") else "",
+        ),
         "",
         "What runs where:",
     ]

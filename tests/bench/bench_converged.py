@@ -49,7 +49,10 @@ def inventory(directory: Path, tree: Path, hosts: dict[str, str], key: str) -> P
     doc = {
         "all": {
             "vars": {"ansible_user": "root", "ansible_ssh_private_key_file": key,
-                     "ansible_python_interpreter": "/usr/bin/python3"},
+                     "ansible_python_interpreter": "/usr/bin/python3",
+                     # the simulation's nodes get new host keys with every boot (as in inventories/sim)
+                     "ansible_host_key_checking": False,
+                     "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"},
             "children": {"gpu_servers": {"hosts": {n: {"ansible_host": ip} for n, ip in hosts.items()}}},
         }
     }  # fmt: skip

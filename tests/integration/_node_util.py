@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from node_ssh import ssh_run
+from node_ssh import SIM_SSH_VARS, ssh_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_NODE = ROOT / "sim" / "node"
@@ -128,7 +128,7 @@ def fleet_inventory(directory: Path, groups: dict[str, dict], *, sim_group_vars:
         }
         for group, g in groups.items()
     }
-    common = {"ansible_user": "root", "ansible_ssh_private_key_file": ssh_key()}
+    common = {"ansible_user": "root", "ansible_ssh_private_key_file": ssh_key(), **SIM_SSH_VARS}
     common["ansible_python_interpreter"] = "/usr/bin/python3"
     (directory / "hosts.yml").write_text(json.dumps({"all": {"vars": common, "children": children}}, indent=1))
     if sim_group_vars:
@@ -298,7 +298,8 @@ def run_playbook(node: Node, tmp_path: Path, tasks: list[dict], timeout: float =
     inv.write_text(
         "[sim]\n"
         f"{node.name} ansible_host={node.ip} ansible_user=root ansible_ssh_private_key_file={node.key} "
-        "ansible_python_interpreter=/usr/bin/python3\n"
+        "ansible_python_interpreter=/usr/bin/python3 ansible_host_key_checking=false "
+        f"ansible_ssh_common_args='{SIM_SSH_VARS['ansible_ssh_common_args']}'\n"
     )
     play = [
         {

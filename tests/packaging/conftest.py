@@ -30,8 +30,10 @@ def tool(name: str) -> str:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """os.environ without any ANSIBLE_* / MOLECULE_* setting (make exports some), plus ``extra``."""
+    """os.environ without any ANSIBLE_* / MOLECULE_* setting (make exports some) or report directory, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MOLECULE_"))}
+    # a user's defaults for the callback's report directory (tests/conftest.py sets one for the test session)
+    env = {k: v for k, v in env.items() if k not in ("SGLANG_REPORT_DIR", "XDG_STATE_HOME")}
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     env.update(extra)
     return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import tarfile
 from pathlib import Path
 
@@ -95,3 +96,80 @@ def test_the_site_playbook_runs_by_name_from_outside_the_repository(installed):
     # nothing was installed or cached under the (temporary) home
     leaked = installed.home / ".ansible" / "collections" / "ansible_collections"
     assert not leaked.exists() or not any(leaked.iterdir())
+
+
+# --- the operator's tools and the callback, from the installed collection (no node) ----------------------------------
+LOGS = ROOT / "tests" / "unit" / "fixtures" / "logs"
+MODEL = ROOT / "tests" / "unit" / "fixtures" / "models" / "glm5-like"
+TOOLS = "ansible_collections.llmops.sglang.plugins.plugin_utils"
+# The lines docs/operators.md tells users to put in their ansible.cfg.
+USER_CFG = "[defaults]\ncallbacks_enabled = llmops.sglang.sglang_progress\n"
+
+
+def _tool(installed, name, *args):
+    """python3 -m <the installed collection's tool>, with only the installed collections path on PYTHONPATH."""
+    return installed.run([sys.executable, "-m", f"{TOOLS}.{name}", *args], PYTHONPATH=str(installed.collections))
+
+
+def test_the_doctor_and_the_planner_run_from_the_installed_collection(installed):
+    p = _tool(installed, "sglang_doctor_cli", str(LOGS / "v0_5_9_glm5_ready.log"), "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads(p.stdout)["outcome"] == "ready"
+    p = _tool(installed, "sglang_doctor_cli", str(LOGS / "v0_5_9_glm5_capture_oom.log"))
+    assert p.returncode == 1 and "diagnosis: CUDA out of memory" in p.stdout, p.stdout + p.stderr
+    # the planner on the same model's config with the figures that log measured
+    p = _tool(
+        installed,
+        "sglang_plan_cli",
+        *("--model", str(MODEL / "config.json"), "--gpu-mem-mib", "97887", "--tp", "8"),
+        *("--sglang-version", "0.5.9", "--gpu-arch", "sm_120", "--json"),
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads(p.stdout)["kv_tokens"] > 0
+    # the modules came from the installed copy, not from this checkout
+    where = installed.run(
+        [sys.executable, "-c", f"import {TOOLS}.sglang_doctor_cli as m; print(m.__file__)"],
+        PYTHONPATH=str(installed.collections),
+    )
+    assert Path(where.stdout.strip()).is_relative_to(installed.path), where.stdout + where.stderr
+
+
+def test_the_callback_summary_and_report_of_the_installed_collection(installed):
+    """ansible.cfg as the docs give it; llmops.sglang.sglang_server in its log-only mode on a real log; the summary is
+    printed and the report lands in the user's state directory, outside the installed collection."""
+    (installed.outside / "ansible.cfg").write_text(USER_CFG)
+    log = installed.outside / "server.log"
+    log.write_bytes((LOGS / "v0_5_9_glm5_ready.log").read_bytes())
+    play = installed.outside / "watch.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Read a saved SGLang log",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Read the log from its start",
+                            "llmops.sglang.sglang_server": {"log_path": str(log), "log_offset": 0, "timeout": 60},
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    p = installed.run(
+        [tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(play)],
+        ANSIBLE_CONFIG=str(installed.outside / "ansible.cfg"),
+        ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-3000:]
+    assert "[sglang] localhost: ready (phase ready, format 0.5.9)" in out, out[-3000:]
+    assert "GPU memory" in out and "#tokens 425664" in out, out[-3000:]
+    line = [x for x in out.splitlines() if x.startswith("[sglang] report: ")]
+    assert line, out[-3000:]
+    index = Path(line[-1].split(": ", 1)[1])
+    assert index.parent.parent == installed.home / ".local" / "state" / "llmops-sglang" / "reports", index
+    assert index.is_file() and not index.is_relative_to(installed.path)
+    assert not list(installed.path.rglob("report.json"))

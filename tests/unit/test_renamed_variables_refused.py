@@ -66,3 +66,13 @@ def test_an_old_name_is_refused_with_its_successor_before_any_change(tmp_path, c
     assert f"found {old} set. Rename {old} to {new}." in refusal[0], refusal[0]
     assert after not in out, out[-3000:]
     assert "Traceback" not in out
+
+
+def test_an_unsupported_ansible_core_is_refused_with_what_to_install(tmp_path):
+    """The first check of preflight, in words for a user of the installed collection (no checkout, no make)."""
+    inventory = {"all": {"children": {"gpu_servers": {"hosts": {"g1": {**LOCAL, "preflight_ansible_min": "99.0"}}}}}}
+    run = ansible_playbook(tmp_path, inventory, ROOT / "playbooks" / "preflight.yml")
+    out = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0, out[-2000:]
+    assert "is outside the tested range [99.0," in out, out[-2000:]
+    assert "python3 -m pip install 'ansible-core>=99.0,<" in out and "make setup" not in out, out[-2000:]

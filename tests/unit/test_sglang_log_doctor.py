@@ -48,11 +48,8 @@ def test_usage_errors():
 
 
 def doctor_on(clock, monkeypatch):
-    """bin/sglang-doctor loaded as a module, its --follow wait loop and its own clock on ``clock``."""
-    loader = importlib.machinery.SourceFileLoader("sglang_doctor", str(DOCTOR))
-    spec = importlib.util.spec_from_loader("sglang_doctor", loader)
-    doctor = importlib.util.module_from_spec(spec)
-    loader.exec_module(doctor)
+    """The doctor's module (what bin/sglang-doctor runs), its --follow wait loop and its own clock on ``clock``."""
+    doctor = importlib.import_module("ansible_collections.llmops.sglang.plugins.plugin_utils.sglang_doctor_cli")
     fake = functools.partial(doctor.wait_for_startup, clock=clock, sleep=clock.sleep)
     monkeypatch.setattr(doctor, "wait_for_startup", fake)
     monkeypatch.setattr(doctor, "time", clock.time_module())

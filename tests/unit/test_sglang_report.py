@@ -136,7 +136,7 @@ def test_host_that_failed_before_the_server_stage_is_in_the_report():
     entry = R.host_entry("gpu3", failed_task={"task": "Refuse unsupported GPUs", "msg": "no GPU found"})
     data = R.build_report([entry, R.host_entry("gpu4", unreachable={"task": "Gather facts", "msg": "ssh: timeout"})])
     assert [h["outcome"] for h in data["hosts"]] == ["failed", "unreachable"]
-    assert data["summary"] == {"hosts": 2, "ready": 0, "failed": 2}
+    assert data["summary"] == {"hosts": 2, "ready": 0, "failed": 2, "routers": 0}
     page = H.render(data)
     assert "Refuse unsupported GPUs" in page and "SGLang was not launched on this host." in page
 
