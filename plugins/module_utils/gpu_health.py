@@ -22,10 +22,8 @@ XID_CRITICAL = {
     "have the GPU serviced (RMA)",
     74: "an NVLink error; check the NVLink connections and run the field diagnostics",
     79: "the GPU fell off the bus; check its power cabling, seating and riser, then cold-reboot the host",
-    92: "a high single-bit ECC error rate; drain the host and have the GPU checked",
     95: "an uncontained ECC error; reset the GPU (or reboot) before running anything on it",
     119: "a GSP firmware RPC timeout; reset the GPU (or reboot) and update the driver if it recurs",
-    120: "a GSP firmware error; reset the GPU (or reboot) and update the driver if it recurs",
 }
 XID_WARNING = {
     63: "an ECC page retirement or row remap was recorded; it takes effect at the next GPU reset, reset the GPU "
