@@ -17,7 +17,7 @@ description:
   - "Checks: persistence mode, PCIe link generation and width against their maximum, uncorrectable ECC errors,
     retired pages, remapped rows (pending, failure), a required GPU reset, clock event (throttle) reasons,
     temperature against the slowdown temperature, NVLink fabric state and status, and NVIDIA Xid errors since boot."
-  - A PCIe link below its maximum is only critical when O(under_load=true): GPUs lower their link when idle.
+  - A PCIe link below its maximum is only critical when O(under_load=true), since GPUs lower their link when idle.
   - Read-only; supports check mode (it runs the same read-only commands) and always reports C(changed=false).
   - See docs/gpu-health.md for every check, its severity and the public evidence behind it.
 options:
@@ -82,7 +82,7 @@ checks:
       choices: [persistence_mode, pcie_link, ecc_uncorrectable, retired_pages, remapped_rows, reset_required,
                 clock_reasons, temperature, fabric, xid]
     gpu: {description: PCI bus id of the GPU (null for a host-wide check)., type: str}
-    severity: {description: critical, warning or ok., type: str}
+    severity: {description: "critical, warning or ok.", type: str}
     message: {description: "One sentence: expected, found, what to do.", type: str}
 summary:
   description: How many checks have each severity.
