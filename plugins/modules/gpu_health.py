@@ -39,7 +39,8 @@ options:
     default: critical
   kernel_log:
     description:
-      - Where the Xid lines are read. V(auto) uses C(journalctl -k -b) when journalctl exists, else C(dmesg).
+      - Where the Xid lines are read. V(auto) uses C(journalctl -k -b) when journalctl exists and prints the boot's kernel messages, else
+        C(dmesg).
         V(none) skips the Xid check.
     type: str
     choices: [auto, journalctl, dmesg, none]
@@ -122,6 +123,11 @@ def kernel_log(module, choice, timeout):
             continue
         cmd = [path, "-k", "-b", "--no-pager", "-q"] if name == "journalctl" else [path]
         rc, out, err = module.run_command(["timeout", str(timeout), *cmd], environ_update=LOCALE)
+        if rc == 0 and not out.strip() and name == "journalctl":
+            # A host whose journald keeps no kernel messages (a container, a volatile journal already rotated)
+            # answers with nothing; dmesg may still hold the boot's ring buffer.
+            tried.append("journalctl -k -b printed nothing")
+            continue
         if rc == 0:
             return " ".join([name, *cmd[1:3]]) if name == "journalctl" else name, out
         last = (err or out).strip().splitlines()[-1:] or ["no output"]

@@ -34,7 +34,10 @@ def host(tmp_path, monkeypatch):
     monkeypatch.setenv("SIM_GPU_KERNEL_LOG", str(tmp_path / "kernel.log"))
     (tmp_path / "kernel.log").write_text("[    0.000000] Linux version 6.1.0-28-amd64\n")
 
-    def plant(faults=None, kernel_log=None):
+    def plant(faults=None, kernel_log=None, journalctl=None):
+        if journalctl is not None:
+            (bin_dir / "journalctl").write_text(journalctl)
+            (bin_dir / "journalctl").chmod(0o755)
         (tmp_path / "faults.json").write_text(json.dumps(faults or {}))
         if kernel_log is not None:
             (tmp_path / "kernel.log").write_text(kernel_log)
@@ -143,3 +146,22 @@ def test_the_fake_without_faults_reads_as_the_real_h100_dump_does(host):
     )
     for key in keys:
         assert fake[key] == real[key], key
+
+
+def test_auto_reads_journalctl_and_falls_back_to_dmesg_when_it_prints_nothing(host):
+    sim_log = '#!/bin/sh\ncat "$SIM_GPU_KERNEL_LOG"\n'
+    host(kernel_log=XID79, journalctl=sim_log)
+    r = run_module("gpu_health", {"fail_on": "never"})
+    assert r["kernel_log_source"] == "journalctl -k -b" and bad(r) == {("xid", "PCI:0000:44:00")}
+    host(kernel_log=XID79, journalctl="#!/bin/sh\nexit 0\n")
+    r = run_module("gpu_health", {"fail_on": "never"})
+    assert r["kernel_log_source"] == "dmesg" and bad(r) == {("xid", "PCI:0000:44:00")}
+
+
+def test_the_server_task_file_calls_the_module_with_options_it_takes():
+    import yaml
+
+    tasks = yaml.safe_load((ROOT / "roles" / "server" / "tasks" / "health.yml").read_text())
+    args = tasks[0]["llmops.sglang.gpu_health"]
+    assert set(args) <= {"nvidia_smi", "under_load", "fail_on", "kernel_log", "timeout"}
+    assert tasks[0]["register"] == "server_gpu_health"
