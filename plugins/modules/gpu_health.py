@@ -39,8 +39,8 @@ options:
     default: critical
   kernel_log:
     description:
-      - Where the Xid lines are read. V(auto) uses C(journalctl -k -b) when journalctl exists and prints the boot's kernel messages, else
-        C(dmesg).
+      - Where the Xid lines are read. V(auto) uses C(journalctl -k -b) when journalctl exists and prints the
+        boot's kernel messages, else C(dmesg).
         V(none) skips the Xid check.
     type: str
     choices: [auto, journalctl, dmesg, none]
