@@ -1,0 +1,189 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_health
+short_description: Judge the health of a host's NVIDIA GPUs from nvidia-smi -q and the kernel log
+version_added: "0.5.0"
+description:
+  - Runs C(nvidia-smi -q) with C(LANG=C) and reads the kernel log of the current boot (C(journalctl -k -b), or
+    C(dmesg) where journald is not available), then returns one check per GPU and topic, each with a severity
+    (C(critical), C(warning), C(ok)) and one sentence saying what was expected, what was found and what to do.
+  - "Checks: persistence mode, PCIe link generation and width against their maximum, uncorrectable ECC errors,
+    retired pages, remapped rows (pending, failure), a required GPU reset, clock event (throttle) reasons,
+    temperature against the slowdown temperature, NVLink fabric state and status, and NVIDIA Xid errors since boot."
+  - A PCIe link below its maximum is only critical when O(under_load=true), since GPUs lower their link when idle.
+  - Read-only; supports check mode (it runs the same read-only commands) and always reports C(changed=false).
+  - See docs/gpu-health.md for every check, its severity and the public evidence behind it.
+options:
+  nvidia_smi:
+    description: Path or name of the nvidia-smi binary; a bare name is searched in E(PATH).
+    type: str
+    default: nvidia-smi
+  under_load:
+    description:
+      - Whether the GPUs are busy while this runs (a benchmark or a serving load in progress). Only then is a
+        PCIe link below its maximum a fault.
+    type: bool
+    default: false
+  fail_on:
+    description:
+      - The severity that fails the task, with the sentences of the checks that have it. V(never) only reports.
+    type: str
+    choices: [critical, warning, never]
+    default: critical
+  kernel_log:
+    description:
+      - Where the Xid lines are read. V(auto) uses C(journalctl -k -b) when journalctl exists and prints the
+        boot's kernel messages, else C(dmesg).
+        V(none) skips the Xid check.
+    type: str
+    choices: [auto, journalctl, dmesg, none]
+    default: auto
+  timeout:
+    description: Seconds to wait for each command (a hung driver makes nvidia-smi block).
+    type: int
+    default: 60
+author:
+  - llmops.sglang developers (@llmops)
+"""
+
+EXAMPLES = r"""
+- name: Judge the GPUs of the host
+  llmops.sglang.gpu_health:
+  register: health
+
+- name: Judge the PCIe links while a benchmark keeps the GPUs busy
+  llmops.sglang.gpu_health:
+    under_load: true
+    fail_on: warning
+"""
+
+RETURN = r"""
+verdict:
+  description: The worst severity among the checks.
+  returned: always
+  type: str
+  choices: [ok, warning, critical]
+  sample: ok
+checks:
+  description: One entry per GPU and check, plus the Xid checks (one per GPU and Xid number).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The check.
+      type: str
+      choices: [persistence_mode, pcie_link, ecc_uncorrectable, retired_pages, remapped_rows, reset_required,
+                clock_reasons, temperature, fabric, xid]
+    gpu: {description: PCI bus id of the GPU (null for a host-wide check)., type: str}
+    severity: {description: "critical, warning or ok.", type: str}
+    message: {description: "One sentence: expected, found, what to do.", type: str}
+summary:
+  description: How many checks have each severity.
+  returned: always
+  type: dict
+  sample: {ok: 48, warning: 0, critical: 0}
+gpus:
+  description: What was read per GPU (the keys of gpu_health_parse.GPU_KEYS).
+  returned: always
+  type: list
+  elements: dict
+kernel_log_source:
+  description: The command the Xid lines were read from, or null when none was read.
+  returned: always
+  type: str
+  sample: journalctl -k -b
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_health, gpu_health_parse
+
+LOCALE = {"LANG": "C", "LC_ALL": "C"}
+
+
+def kernel_log(module, choice, timeout):
+    """(command string, text) of the kernel log, or (None, None) when it is not read or cannot be read."""
+    if choice == "none":
+        return None, None
+    tried = []
+    for name in ["journalctl", "dmesg"] if choice == "auto" else [choice]:
+        path = module.get_bin_path(name)
+        if not path:
+            tried.append(f"{name} not found")
+            continue
+        cmd = [path, "-k", "-b", "--no-pager", "-q"] if name == "journalctl" else [path]
+        rc, out, err = module.run_command(["timeout", str(timeout), *cmd], environ_update=LOCALE)
+        if rc == 0 and not out.strip() and name == "journalctl":
+            # A host whose journald keeps no kernel messages (a container, a volatile journal already rotated)
+            # answers with nothing; dmesg may still hold the boot's ring buffer.
+            tried.append("journalctl -k -b printed nothing")
+            continue
+        if rc == 0:
+            return " ".join([name, *cmd[1:3]]) if name == "journalctl" else name, out
+        last = (err or out).strip().splitlines()[-1:] or ["no output"]
+        tried.append(f"{name} exited {rc}: {last[0]}")
+    module.warn("The kernel log could not be read (" + "; ".join(tried) + "); the Xid check was skipped.")
+    return None, None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "under_load": {"type": "bool", "default": False},
+            "fail_on": {"type": "str", "default": "critical", "choices": ["critical", "warning", "never"]},
+            "kernel_log": {"type": "str", "default": "auto", "choices": ["auto", "journalctl", "dmesg", "none"]},
+            "timeout": {"type": "int", "default": 60},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    smi = p["nvidia_smi"] if os.path.sep in p["nvidia_smi"] else module.get_bin_path(p["nvidia_smi"])
+    if not smi or not os.access(smi, os.X_OK):
+        module.fail_json(msg=f"expected the nvidia-smi binary '{p['nvidia_smi']}', found none; install the NVIDIA "
+                         "driver (role nvidia_driver) or set nvidia_smi to its path")  # fmt: skip
+    if p["timeout"] < 1:
+        module.fail_json(msg=f"expected timeout of at least 1 second, found {p['timeout']}; raise it")
+    rc, out, err = module.run_command(["timeout", str(p["timeout"]), smi, "-q"], environ_update=LOCALE)
+    if rc == 124:
+        module.fail_json(msg=f"expected nvidia-smi -q to answer within {p['timeout']} s, found no answer; the driver "
+                         "may be hung (check the kernel log for Xid errors) or the timeout too short")  # fmt: skip
+    if rc != 0:
+        first = (out or err).strip().splitlines()[:1] or ["no output"]
+        module.fail_json(msg=f"expected 'nvidia-smi -q' to exit 0, found exit {rc}: {first[0]}; fix the driver "
+                         "first (llmops.sglang.gpu_facts names its state)", rc=rc)  # fmt: skip
+    try:
+        gpus = gpu_health_parse.parse_smi_q(out)
+        source, log = kernel_log(module, p["kernel_log"], p["timeout"])
+        events = gpu_health_parse.parse_kernel_log(log) if log is not None else None
+    except gpu_health_parse.HealthParseError as e:
+        module.fail_json(msg=str(e))
+    checks = gpu_health.verdict(gpus, events, p["under_load"])
+    worst = gpu_health.worst(checks)
+    result = {
+        "changed": False,
+        "verdict": worst,
+        "checks": checks,
+        "summary": gpu_health.summary(checks),
+        "gpus": gpus,
+        "kernel_log_source": source,
+    }
+    failing = {"critical": ("critical",), "warning": ("critical", "warning"), "never": ()}[p["fail_on"]]
+    bad = [c["message"] for c in checks if c["severity"] in failing]
+    if bad:
+        module.fail_json(msg=" ".join(bad), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
