@@ -29,7 +29,7 @@ docs: venv
 
 help:
 	@sed -n '1,5p' Makefile | sed 's/^# \{0,1\}//'
-	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock toolchain-check test-example"
+	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock toolchain-check test-example changelog ee-context"
 
 setup: host-packages venv ## idempotent: installs only what is missing
 
@@ -54,6 +54,8 @@ $(VENV)/.installed: requirements.txt
 
 lint: venv
 	python scripts/license-check.py
+	python scripts/doc-lint.py
+	antsibull-changelog lint
 	python scripts/role-docs.py --check
 	python scripts/role_reads.py
 	python scripts/run-figures.py --check
@@ -149,6 +151,22 @@ test-revisions: venv ## model revision switch, fault + rollback, rollback.yml, r
 .PHONY: test-example
 test-example: venv ## the shipped example inventory on four simulated nodes (under the node lock)
 	LLMOPS_EXAMPLE_E2E=1 bash scripts/pytest-run -p no:cacheprovider -s tests/integration/test_example_inventory_on_nodes.py -m node
+
+# --- releases (CONTRIBUTING.md, Releases): antsibull-changelog over changelogs/, the execution environment ----------
+.PHONY: changelog-lint changelog ee-context
+changelog-lint: venv ## the changelog fragments and changelogs/changelog.yaml (also part of make lint)
+	antsibull-changelog lint
+
+changelog: venv ## CHANGELOG.md again from changelogs/changelog.yaml (a release: see CONTRIBUTING.md)
+	antsibull-changelog generate
+	@rm -f changelogs/.plugin-cache.yaml
+
+EE_CONTEXT ?= build/ee
+ee-context: venv ## the collection's tarball and ansible-builder's build context for execution-environment.yml
+	@rm -rf build/ee-collection && mkdir -p build/ee-collection
+	ansible-galaxy collection build --force --output-path build/ee-collection . >/dev/null
+	ansible-builder create -f execution-environment.yml -c $(EE_CONTEXT) --output-filename Containerfile
+	@echo "ee-context: $(EE_CONTEXT) (build it with: ansible-builder build -f execution-environment.yml -t llmops-sglang-ee)"
 
 lock:
 	rm -rf /tmp/llmops-lock && $(PYTHON) -m venv /tmp/llmops-lock && \

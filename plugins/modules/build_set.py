@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: build_set
 short_description: Build sets and model revisions side by side, the pointer the server uses, retention, disk check
-version_added: "0.4.0"
+version_added: "0.3.0"
 description:
   - Each build set (torch, SGLang, sgl-kernel, flash-attn) is a virtualenv in O(root) named by its request's
     fingerprint. The server runs from O(pointer), a symlink to one set, switched atomically (a new symlink renamed

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: deployment_record
 short_description: Write the record of what runs on a host, and the steps of a roll, into deployment.json
-version_added: "0.4.0"
+version_added: "0.3.0"
 description:
   - The only writer of C(deployment.json) (C(llmops_state_dir)). With O(record) it writes the server role's record
     of the launch, carrying what ran before it (C(previous)) and the last roll's events from the record on the host.

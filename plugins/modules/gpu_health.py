@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: gpu_health
 short_description: Judge the health of a host's NVIDIA GPUs from nvidia-smi -q and the kernel log
-version_added: "0.5.0"
+version_added: "0.3.0"
 description:
   - Runs C(nvidia-smi -q) with C(LANG=C) and reads the kernel log of the current boot (C(journalctl -k -b), or
     C(dmesg) where journald is not available), then returns one check per GPU and topic, each with a severity

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: path_probe
 short_description: Stat several paths and read the small ones in one call, and look up accounts
-version_added: "0.9.0"
+version_added: "0.3.0"
 description:
   - One round trip instead of one M(ansible.builtin.stat) or M(ansible.builtin.slurp) per path - the server stage
     reads a dozen records and markers before it changes anything, on every run.

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: stage_receipt
 short_description: Whether a stage that finished on this host still matches its inputs and the state it left
-version_added: "0.9.0"
+version_added: "0.3.0"
 description:
   - V(check) reads the stage's receipt in O(directory) and compares it, item by item, with O(inputs) and with the host
     state the receipt lists (each file's content, mode and owner; a directory's entries; the packages matching

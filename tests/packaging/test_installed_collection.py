@@ -17,6 +17,7 @@ SHIPPED = {
     "FILES.json",
     "README.md",
     "CHANGELOG.md",
+    "changelogs",  # changelogs/changelog.yaml, the releases in antsibull-changelog's format
     "LICENSE",
     "meta",
     "plugins",
