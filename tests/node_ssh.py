@@ -23,6 +23,8 @@ SSH_OPTS = [
 SIM_SSH_VARS = {
     "ansible_host_key_checking": False,
     "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+    "ansible_ssh_timeout": 60,
+    "ansible_ssh_retries": 3,
 }
 
 
