@@ -299,7 +299,8 @@ def run_playbook(node: Node, tmp_path: Path, tasks: list[dict], timeout: float =
         "[sim]\n"
         f"{node.name} ansible_host={node.ip} ansible_user=root ansible_ssh_private_key_file={node.key} "
         "ansible_python_interpreter=/usr/bin/python3 ansible_host_key_checking=false "
-        f"ansible_ssh_timeout={SIM_SSH_VARS['ansible_ssh_timeout']} ansible_ssh_retries={SIM_SSH_VARS['ansible_ssh_retries']} "
+        f"ansible_ssh_timeout={SIM_SSH_VARS['ansible_ssh_timeout']} "
+        f"ansible_ssh_retries={SIM_SSH_VARS['ansible_ssh_retries']} "
         f"ansible_ssh_common_args='{SIM_SSH_VARS['ansible_ssh_common_args']}'\n"
     )
     play = [

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -38,9 +39,9 @@ PLAY = """
 
 
 class Chat(http.server.BaseHTTPRequestHandler):
-    bodies: list = []
+    bodies: ClassVar[list] = []
 
-    def do_POST(self):  # noqa: N802 (http.server's name)
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Chat.bodies.append((self.path, body))
         out = json.dumps({"choices": [{"message": {"content": "1\\n2\\n3"}}]}).encode()
@@ -98,7 +99,8 @@ def run(tmp_path, *, phase="idle", faults=None, kernel_log="", port=1, extra=Non
         ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
         ANSIBLE_ASYNC_DIR=str(tmp_path / "async"),
     )
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml"), "-e", json.dumps(variables)]
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    cmd = [str(playbook), "-i", "localhost,", str(tmp_path / "play.yml"), "-e", json.dumps(variables)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
     return p.returncode, " ".join((p.stdout + p.stderr).split())
 
