@@ -20,10 +20,13 @@ ERROR_BODY = 64 * 1024
 
 class Fetcher:
     """One worker's HTTP: keep-alive connections per host, redirects followed by hand (Authorization only to the
-    endpoint's host), the final location of each URL remembered so later ranges skip the redirect."""
+    endpoint's scheme and host: never to a storage host, never over plain HTTP from an https endpoint), the final
+    location of each URL remembered so later ranges skip the redirect. ``auth_origin`` is the endpoint's
+    ``scheme://host[:port]``."""
 
-    def __init__(self, auth_netloc, token, timeout, ssl_context=None, user_agent="llmops", *, peer=None):
-        self.auth_netloc = auth_netloc
+    def __init__(self, auth_origin, token, timeout, ssl_context=None, user_agent="llmops", *, peer=None):
+        o = urllib.parse.urlsplit(auth_origin)
+        self.auth_origin = (o.scheme, o.netloc)
         self.token = token
         self.peer = peer  # (netloc, token) of the fleet's seed share: its own secret goes only to it
         self.timeout = timeout
@@ -63,7 +66,7 @@ class Fetcher:
             h.update(headers)
             if self.peer and u.netloc == self.peer[0]:
                 h["Authorization"] = "Bearer " + self.peer[1]
-            elif self.token and u.netloc == self.auth_netloc:
+            elif self.token and (u.scheme, u.netloc) == self.auth_origin:
                 h["Authorization"] = "Bearer " + self.token
             target = u.path + ("?" + u.query if u.query else "")
             resp = None

@@ -192,7 +192,7 @@ def marker_matches(marker, repo_id, repo_type, revision, *, allow, ignore):
     )
 
 
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def find_snapshot(root, repo_id, repo_type, revision, *, allow, ignore):
@@ -261,11 +261,12 @@ def human(n):
 # HTTP
 # ---------------------------------------------------------------------------------------------------------------------
 class _SameHostAuthRedirect(urllib.request.HTTPRedirectHandler):
-    """Follow redirects, but send the Authorization header only to the host that was asked (never to a CDN)."""
+    """Follow redirects, but send the Authorization header only to the scheme and host that were asked (never to a
+    CDN, never over plain HTTP after https)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: PLR0917 (urllib's signature)
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
+        if new is not None and urllib.parse.urlsplit(newurl)[:2] != urllib.parse.urlsplit(req.full_url)[:2]:
             for k in list(new.headers):
                 if k.lower() == "authorization":
                     del new.headers[k]
@@ -353,6 +354,13 @@ class HubClient:
         sha = data.get("sha") if isinstance(data, dict) else None
         if not sha:
             raise HubError("%s did not return a commit sha for %s@%s" % (url, repo_id, revision))
+        # The commit names the snapshot's directory: anything but 40 lowercase hex digits (an absolute path, "..")
+        # would write outside the model directory.
+        if not isinstance(sha, str) or not COMMIT_RE.match(sha):
+            raise HubError(
+                "expected a 40-hex commit from %s for %s@%s, found %r; check the endpoint (a Hugging Face hub API)"
+                % (url, repo_id, revision, str(sha)[:80])
+            )
         return sha
 
     def tree(self, repo_id, commit):

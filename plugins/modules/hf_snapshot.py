@@ -262,6 +262,7 @@ import os
 import shutil
 import time
 from urllib.parse import quote as urllib_quote
+from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
@@ -553,13 +554,13 @@ def run_module():
         result["downloaded"].append(job.rel)
         state["n_done"] += 1
 
-    netloc = client.endpoint.split("://", 1)[1].split("/", 1)[0]
+    origin = "%s://%s" % urlsplit(client.endpoint)[:2]
     transfer = Transfer(
         jobs,
         connections=p["connections"],
         retries=p["retries"],
         fetcher_factory=lambda: Fetcher(
-            netloc, token, p["peer_timeout"] if base else p["timeout"], client.ssl_context, USER_AGENT, peer=peer
+            origin, token, p["peer_timeout"] if base else p["timeout"], client.ssl_context, USER_AGENT, peer=peer
         ),
         stop_at=stop_at,
         split=segment_bytes > 0,

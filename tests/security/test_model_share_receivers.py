@@ -41,7 +41,7 @@ def transfer_from(url, tmp_path, *, token=None, peer_down=0.2, timeout=5):
         connections=1,
         retries=100,  # the retry count must not be what ends the wait: the window does
         fetcher_factory=lambda: Fetcher(
-            "hub.invalid", "hf_hub_secret", timeout, peer=(netloc, token) if token else None
+            "https://hub.invalid", "hf_hub_secret", timeout, peer=(netloc, token) if token else None
         ),
         split=False,
         wait_missing=GUARD,

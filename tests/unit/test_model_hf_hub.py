@@ -85,7 +85,7 @@ class _Hub(http.server.BaseHTTPRequestHandler):
 def _transfer(url, want, part, *, retries=0):
     job = hf_transfer.FileJob("w.bin", url, want, part, 0)
     t = hf_transfer.Transfer(
-        [job], connections=1, retries=retries, fetcher_factory=lambda: hf_http.Fetcher("x", None, 5)
+        [job], connections=1, retries=retries, fetcher_factory=lambda: hf_http.Fetcher("http://x", None, 5)
     )
     return job, t, t.run(lambda j: j.close())
 
