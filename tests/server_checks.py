@@ -36,4 +36,11 @@ def problems(**overrides):
         {k: variables[k] for k in ("llmops_server_api_key", "llmops_server_admin_api_key")}
     )
     variables = {k: trust_as_template(v) if isinstance(v, str) and "{{" in v else v for k, v in variables.items()}
+    # server_path_problems as vars/main.yml computes it: its server_paths rendered, then path_problems
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    templar = Templar(loader=DataLoader(), variables={**variables})
+    paths = {k: templar.template(trust_as_template(v)) for k, v in role_vars["server_paths"].items()}
+    variables["server_path_problems"] = inventory_values.path_problems(
+        paths, tuple(role_vars["server_owned_paths"]), role_vars["server_path_follows"]
+    )
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]

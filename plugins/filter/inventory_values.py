@@ -1,6 +1,6 @@
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""llmops.sglang.inventory_problems, key_problems (docs: plugins/filter/*.yml).
+"""llmops.sglang.inventory_problems, key_problems, path_problems (docs: plugins/filter/*.yml).
 
 The knowledge lives in module_utils/inventory_values.py; this file only adapts it to Jinja."""
 
@@ -27,6 +27,15 @@ def key_problems(keys, required=None):
     return inventory_values.key_problems(dict(keys.items()), tuple(required or ()))
 
 
+def path_problems(paths, owned=None, follows=None):
+    """One sentence per bad path of ``paths`` ({variable: value}); ``owned`` names the directories the collection
+    owns (chowns or prunes), which must not be system directories."""
+    if not hasattr(paths, "items"):
+        found = type(paths).__name__
+        raise AnsibleFilterError("path_problems: expected a dict of variable name to path; found %s" % found)
+    return inventory_values.path_problems(dict(paths.items()), tuple(owned or ()), dict(follows or {}))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"inventory_problems": inventory_problems, "key_problems": key_problems}
+        return {"inventory_problems": inventory_problems, "key_problems": key_problems, "path_problems": path_problems}

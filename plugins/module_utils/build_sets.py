@@ -32,6 +32,8 @@ KINDS = {
         "done": f"its {MARKER} written by the build stage",
         "make": "Run the build stage (--tags build), then switch.",
         "keep": "llmops_build_sets_keep",
+        # What shows that a directory of the root is the collection's own, complete or not: a set is a virtualenv.
+        "owned": (MARKER, "pyvenv.cfg"),
     },
     "model": {
         "marker": ".llmops-snapshot.json",  # module_utils/hf_hub.py MARKER, written once every file is verified
@@ -39,6 +41,8 @@ KINDS = {
         "done": "its .llmops-snapshot.json written by the model stage once every file was verified",
         "make": "Run the model stage (--tags model) with that model_revision, then switch.",
         "keep": "llmops_model_revisions_keep",
+        # a complete revision, or a download in progress (its .llmops-partial directory, module_utils/hf_hub.py)
+        "owned": (".llmops-snapshot.json", ".llmops-partial"),
     },
 }
 HISTORY = "history.json"
@@ -103,7 +107,16 @@ def previous_of(history, current: str | None, complete) -> str | None:
 
 
 def retention(
-    on_disk, complete, history, current: str | None, keep: int, *, protect=(), unswitched=False, kind="build"
+    on_disk,
+    complete,
+    history,
+    current: str | None,
+    keep: int,
+    *,
+    protect=(),
+    unswitched=False,
+    kind="build",
+    owned=None,
 ) -> dict:
     """Which sets stay and which are removed.
 
@@ -111,7 +124,9 @@ def retention(
     newest complete sets of the history after current (the rollback targets). Removed: every other set in the root,
     incomplete ones included (an interrupted build of a set no longer asked for) - except, with ``unswitched``, the
     sets the pointer never named (a switch keeps a set built for the next upgrade; the build stage's prepare removes
-    it once another set is asked for). ``keep`` below 0 is refused.
+    it once another set is asked for). Only a directory in ``owned`` (those holding one of KINDS[kind]["owned"]: the
+    collection's own, complete or not) is ever removed; any other directory in the root stays. ``keep`` below 0 is
+    refused.
     """
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
         raise ValueError(f"expected {KINDS[kind]['keep']} to be a whole number >= 0; found {keep!r}")
@@ -120,7 +135,12 @@ def retention(
     kept = list(dict.fromkeys(kept + previous))
     if unswitched:
         kept += [n for n in on_disk if n not in kept and n not in (history or [])]
-    return {"keep": kept, "previous": previous, "remove": sorted(n for n in on_disk if n not in kept)}
+    removable = set(on_disk if owned is None else owned)
+    return {
+        "keep": kept,
+        "previous": previous,
+        "remove": sorted(n for n in on_disk if n not in kept and n in removable),
+    }
 
 
 def disk_check(free_bytes: int, need_bytes: int, freed_bytes: int = 0, *, where: str = "", name: str = "") -> dict:

@@ -13,6 +13,11 @@ One home for the rules (issue 25, item 6); the roles call them through the filte
 * a name (``llmops_replica``, ...) is ``[A-Za-z0-9._-]``, starting with a letter or digit;
 * any other text has no whitespace or control character (C0, DEL, C1, and the bidi/format controls).
 
+* a path the collection writes, chowns to a service account or prunes (``path_problems``) is absolute and normal (no
+  ``.``/``..`` component, no doubled or trailing ``/``, no whitespace or control character); a directory it owns
+  is none of the system's own directories (``/etc``, ``/opt``, ``/var/log`` ...): chowned to a service account, or
+  pruned by a retention that deletes what it did not keep, such a directory would break the host;
+
 Every check returns one sentence (expected, found, what to do) or None; the value is shown with its control
 characters escaped (``repr``), so a refusal cannot itself inject a line into a log.
 """
@@ -182,3 +187,60 @@ def key_problems(keys, required=()):
             else:
                 seen[value] = name
     return problems
+
+
+# Directories of the system itself: never a directory the collection chowns to a service account or prunes. Their
+# children (/opt/sglang, /var/log/sglang) are what such a variable names.
+SYSTEM_DIRS = frozenset(
+    "/ /bin /boot /dev /etc /home /lib /lib32 /lib64 /libx32 /media /mnt /opt /proc /root /run /sbin /srv /sys /tmp "
+    "/usr /usr/bin /usr/lib /usr/lib64 /usr/local /usr/local/bin /usr/local/lib /usr/sbin /usr/share /var /var/cache "
+    "/var/lib /var/local /var/log /var/opt /var/spool /var/tmp /etc/systemd /etc/systemd/system".split()
+)
+
+
+def path_problem(what, value, *, owned=False, example="/opt/sglang"):
+    """None when ``value`` is an absolute, normal path without whitespace or control characters (with ``owned``: a
+    directory the collection owns, so not one of SYSTEM_DIRS); else one sentence."""
+    if not isinstance(value, str) or not value.startswith("/") or value == "/" or WHITESPACE_OR_CONTROL.search(value):
+        return "Expected %s to be an absolute path other than / with no spaces; found %s. Set it to the full " \
+            "path, e.g. %s." % (what, shown(value), example)  # fmt: skip
+    if any(part in ("", ".", "..") for part in value.split("/")[1:]):
+        return "Expected %s to be a normal path (no '.', '..', doubled or trailing '/'); found %s. Set it to the " \
+            "path it means, e.g. %s." % (what, shown(value), example)  # fmt: skip
+    if owned and value in SYSTEM_DIRS:
+        return "Expected %s to be a directory of its own (the collection creates it, gives it to its account and " \
+            "removes what it did not put there); found the system directory %s. Set it to a directory below " \
+            "it, e.g. %s." % (what, value, example)  # fmt: skip
+    return None
+
+
+def path_problems(paths, owned=(), follows=None):
+    """One sentence per bad path of ``paths`` ({variable: value}); the variables in ``owned`` are directories the
+    collection owns. ``follows`` ({variable: variable}) names paths derived from another (a directory from its file):
+    checked only when that one is good, so one mistake is one sentence. Undefined (None) values are not checked."""
+    problems = []
+    bad = set()
+    for name, value in paths.items():
+        if value is None or (follows or {}).get(name) in bad:
+            continue
+        problem = path_problem(name, value, owned=name in owned, example=PATH_EXAMPLES.get(name, "/opt/sglang"))
+        if problem:
+            problems.append(problem)
+            bad.add(name)
+    return problems
+
+
+PATH_EXAMPLES = {
+    "llmops_venv": "/opt/sglang/venv",
+    "llmops_build_sets_dir": "/opt/sglang/sets",
+    "llmops_model_dir": "/opt/models/model",
+    "llmops_model_revisions_dir": "/opt/models/model.revisions",
+    "llmops_env_file": "/etc/sglang/sglang.env",
+    "llmops_env_file's directory": "/etc/sglang",
+    "llmops_state_dir": "/var/lib/llmops-sglang",
+    "server_log_dir": "/var/log/sglang",
+    "router_venv": "/opt/sglang-router/venv",
+    "router_log_dir": "/var/log/sglang-router",
+    "router_keys_file": "/etc/sglang-router/keys.env",
+    "router_launcher": "/usr/local/lib/sglang-router/launch",
+}

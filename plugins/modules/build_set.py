@@ -164,6 +164,12 @@ class State:
         names = sorted(os.listdir(self.root)) if os.path.isdir(self.root) else []
         self.on_disk = [n for n in names if bs.NAME_RE.match(n) and os.path.isdir(os.path.join(self.root, n))]
         self.complete = [n for n in self.on_disk if os.path.isfile(os.path.join(self.root, n, marker))]
+        # what retention may remove: the directories that show they are the collection's own (KINDS[kind]["owned"])
+        self.owned = [
+            n
+            for n in self.on_disk
+            if any(os.path.exists(os.path.join(self.root, n, f)) for f in bs.KINDS[kind]["owned"])
+        ]
         try:
             with open(os.path.join(self.root, bs.HISTORY), encoding="utf-8") as fh:
                 saved = json.load(fh).get("history", [])
@@ -280,6 +286,7 @@ def main():
                 protect=[name] if name else [],
                 unswitched=kind == "model",  # a download in progress or one not switched to yet
                 kind=kind,
+                owned=st.owned,
             )
             if kind == "build" and name not in st.complete:
                 sizes = [_size(os.path.join(st.root, n)) for n in st.complete]
@@ -334,6 +341,7 @@ def main():
             p["keep"],
             unswitched=True,
             kind=kind,
+            owned=st.owned + ([legacy] if legacy else []),
         )
         history = [n for n in history if n not in keep["remove"]]
         if not module.check_mode:

@@ -214,8 +214,8 @@ CASES = [
         SERVER,
         {"server_log_dir": "logs"},
         False,
-        N + "Expected server_log_dir to be an absolute path other than / with no spaces; found 'logs'. Give the full "
-        "path, e.g. /var/log/sglang.",
+        N + "Expected server_log_dir to be an absolute path other than / with no spaces; found 'logs'. Set it to the "
+        "full path, e.g. /var/log/sglang.",
     ),
     (
         "unit name without .service",

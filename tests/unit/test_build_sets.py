@@ -334,3 +334,27 @@ def test_the_day_two_playbooks_pass_the_syntax_check_with_the_sim_inventory(play
     cmd = [binary, "-i", str(ROOT / "inventories" / "sim"), "--syntax-check", str(ROOT / "playbooks" / playbook)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_retention_removes_only_the_collections_own_directories():
+    out = bs.retention(
+        ["models", "s1", "s2", "s3"], ["s1", "s2", "s3"], ["s2", "s1"], "s3", 0, owned=["s1", "s2", "s3"]
+    )
+    assert out["remove"] == ["s1", "s2"]  # not models: it holds neither marker
+    assert bs.retention(["models", "s3"], ["s3"], [], "s3", 0)["remove"] == ["models"]  # without owned: every name
+
+
+def test_a_root_that_is_a_shared_directory_loses_nothing_the_collection_did_not_make(tmp_path):
+    """llmops_build_sets_dir set to a directory that holds other things (the inputs refuse /opt itself): only
+    directories holding the set marker or a virtualenv's pyvenv.cfg are ever removed."""
+    for n in ["s1", "s2"]:
+        make_set(tmp_path, n)
+        run(tmp_path, action="switch", name=n, keep=0)
+    foreign = tmp_path / "venvs" / "models"
+    (foreign / "GLM-5").mkdir(parents=True)
+    interrupted = tmp_path / "venvs" / "s0"
+    interrupted.mkdir()
+    (interrupted / "pyvenv.cfg").write_text("home = /usr/bin\n")  # a set whose build was interrupted: ours
+    rc, res = run(tmp_path, action="prepare", name="s3", keep=0)
+    assert rc == 0 and res["removed"] == ["s0"], res  # s1 went with the switch to s2 (keep 0)
+    assert (foreign / "GLM-5").is_dir()

@@ -76,3 +76,23 @@ def test_an_unsupported_ansible_core_is_refused_with_what_to_install(tmp_path):
     assert run.returncode != 0, out[-2000:]
     assert "this collection needs ansible-core 99.0 or newer." in out, out[-2000:]
     assert "python3 -m pip install 'ansible-core>=99.0'" in out and "make setup" not in out, out[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("llmops_build_sets_dir", "/opt", "Expected llmops_build_sets_dir to be a directory of its own"),
+        ("llmops_model_revisions_dir", "/var/lib", "Expected llmops_model_revisions_dir to be a directory of its own"),
+        ("llmops_env_file", "/etc/sglang.env", "Expected llmops_env_file's directory to be a directory of its own"),
+        ("llmops_venv", "/opt/sglang/../venv", "Expected llmops_venv to be a normal path"),
+    ],
+)
+def test_a_shared_path_the_stages_prune_or_chown_is_refused_before_the_first_stage(tmp_path, variable, value, expected):
+    """The build and model stages prune their roots long before the server role checks its paths: preflight refuses
+    a system directory (or a path that is not normal) on the GPU servers, before anything changes."""
+    inventory = {"all": {"children": {"gpu_servers": {"hosts": {"g1": {**LOCAL, variable: value}}}}}}
+    run = ansible_playbook(tmp_path, inventory, ROOT / "playbooks" / "preflight.yml")
+    out = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0, out[-2000:]
+    assert f"g1: nothing was changed. {expected}" in out, out[-2000:]
+    assert "Check the operating system" not in out and "Traceback" not in out

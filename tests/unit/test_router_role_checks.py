@@ -50,6 +50,9 @@ def problems(**overrides):
              f"llmops_server_admin_api_key of replica {name}": keys["admin_api_key"]}
         )  # fmt: skip
     variables["router_key_problems"] = out
+    paths = {k: variables[k] for k in VARS["router_paths"]}
+    assert set(VARS["router_paths"]) == {"router_venv", "router_python", "router_log_dir"}
+    variables["router_path_problems"] = inventory_values.path_problems(paths, ("router_venv", "router_log_dir"))
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]
 
 
@@ -72,6 +75,11 @@ def test_the_defaults_pass():
         ({"router_health_check_endpoint": "health"}, "Expected router_health_check_endpoint to be a path"),
         ({"router_health_check_interval_secs": 0}, "Expected router_health_check_interval_secs >= 1; found 0."),
         ({"router_ready_timeout": -1}, "Expected router_ready_timeout >= 1; found -1."),
+        ({"router_log_dir": "/var/log"}, "Expected router_log_dir to be a directory of its own"),
+        ({"router_log_dir": "/etc"}, "Expected router_log_dir to be a directory of its own"),
+        ({"router_venv": "/opt/r\nExecStartPre=+/bin/sh"}, "Expected router_venv to be an absolute path other than /"),
+        ({"router_venv": "/opt/sglang-router/../../usr"}, "Expected router_venv to be a normal path"),
+        ({"router_python": "python3"}, "Expected router_python to be an absolute path other than / with no spaces"),
         ({"router_roll_batch_size": "all"}, "Expected router_roll_batch_size to be a whole number >= 1"),
         ({"router_drain_timeout": 0}, "Expected router_drain_timeout >= 1; found 0."),
         ({"router_drain_quiet_polls": 0}, "Expected router_drain_quiet_polls >= 1; found 0."),

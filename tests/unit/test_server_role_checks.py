@@ -77,3 +77,36 @@ def test_a_bad_api_key_is_described_without_its_value(key):
 )
 def test_the_documented_forms_of_the_nccl_knobs_pass(overrides):
     assert problems(**overrides) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        # directories the role gives to the service account, or prunes: never the system's own
+        ({"server_log_dir": "/var/log"}, "Expected server_log_dir to be a directory of its own"),
+        ({"llmops_build_sets_dir": "/opt"}, "found the system directory /opt. Set it to a directory below it"),
+        (
+            {"llmops_model_revisions_dir": "/var/lib"},
+            "Expected llmops_model_revisions_dir to be a directory of its own",
+        ),
+        ({"llmops_env_file": "/etc/sglang.env"}, "Expected llmops_env_file's directory to be a directory of its own"),
+        ({"llmops_state_dir": "/"}, "Expected llmops_state_dir to be an absolute path other than /"),
+        # not normal: what the role would create or remove is not what the value reads as
+        ({"server_log_dir": "/var/log/sglang/../../../etc"}, "Expected server_log_dir to be a normal path"),
+        ({"llmops_build_sets_dir": "/opt/sglang//sets"}, "Expected llmops_build_sets_dir to be a normal path"),
+        ({"llmops_venv": "/opt/sglang/venv/"}, "Expected llmops_venv to be a normal path"),
+        ({"llmops_build_sets_dir": "/opt/sets\nExecStartPre=+/bin/sh"}, "Expected llmops_build_sets_dir to be an abs"),
+    ],
+)
+def test_a_path_the_role_owns_is_not_a_system_directory_and_is_normal(overrides, expected):
+    found = problems(**overrides)
+    assert len(found) == 1 and expected in found[0], found
+    assert "\n" not in found[0]
+
+
+def test_a_wrong_env_file_is_one_problem_not_two():
+    found = problems(llmops_env_file="sglang.env")
+    assert found == [
+        "Expected llmops_env_file to be an absolute path other than / with no spaces; found 'sglang.env'. Set it to "
+        "the full path, e.g. /etc/sglang/sglang.env."
+    ]
