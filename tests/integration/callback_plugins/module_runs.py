@@ -54,7 +54,7 @@ class CallbackModule(CallbackBase):
         self._close()
         self._play = play.get_name()
 
-    def v2_playbook_on_task_start(self, task, is_conditional):
+    def v2_playbook_on_task_start(self, task, is_conditional=False):  # a handler start passes the task alone
         self._close()
         role = task._role.get_name() if task._role else ""
         self._open = ({"play": self._play, "role": role, "task": task.get_name(), "action": task.action}, time.time())
