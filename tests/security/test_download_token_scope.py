@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +50,35 @@ def test_a_token_left_in_the_servers_environment_by_an_earlier_release_is_remove
 def test_the_download_reads_the_token_from_the_token_file():
     snaps = [t["llmops.sglang.hf_snapshot"] for t in _walk(MODEL_TASKS) if "llmops.sglang.hf_snapshot" in t]
     assert snaps and all(s.get("token_file") == "{{ model_token_file }}" for s in snaps)
+
+
+SERVER_TASKS = yaml.safe_load((ROOT / "roles" / "server" / "tasks" / "main.yml").read_text())
+
+
+def _secret_writes(tasks):
+    """(index, lineinfile args) of each lineinfile that may create a file holding a secret."""
+    flat = list(_walk(tasks))
+    return flat, [
+        (i, t["ansible.builtin.lineinfile"])
+        for i, t in enumerate(flat)
+        if "ansible.builtin.lineinfile" in t and t["ansible.builtin.lineinfile"].get("create")
+    ]
+
+
+@pytest.mark.parametrize("tasks", [MODEL_TASKS, SERVER_TASKS], ids=["model token file", "server env file"])
+def test_a_secret_file_is_created_empty_and_0600_before_the_secret_goes_in(tasks):
+    """lineinfile creates a missing file with the default mode and applies its mode after writing the line; an
+    existing file keeps its mode when lineinfile replaces it. So a touch with mode 0600 (times preserved: a re-run
+    stays unchanged) comes first for the same path."""
+    flat, writes = _secret_writes(tasks)
+    assert writes, "no lineinfile creates a secret file: the test would prove nothing"
+    for i, args in writes:
+        touches = [
+            t["ansible.builtin.file"]
+            for t in flat[:i]
+            if "ansible.builtin.file" in t and t["ansible.builtin.file"].get("path") == args["path"]
+        ]
+        assert touches, f"no file task creates {args['path']} before its lineinfile"
+        touch = touches[-1]
+        assert touch["state"] == "touch" and touch["mode"] == "0600" and touch["owner"] == "root", touch
+        assert touch["access_time"] == touch["modification_time"] == "preserve", touch
