@@ -18,6 +18,9 @@ description:
     retired pages, remapped rows (pending, failure), a required GPU reset, clock event (throttle) reasons,
     temperature against the slowdown temperature, NVLink fabric state and status, and NVIDIA Xid errors since boot."
   - A PCIe link below its maximum is only critical when O(under_load=true), since GPUs lower their link when idle.
+  - With O(load_url), the module keeps the GPUs busy itself while it reads them - one OpenAI chat completion request
+    to that URL, sent from the host, whose key is read from O(api_key_file) on the host (never an argument) - and
+    judges the reading as under load.
   - Read-only; supports check mode (it runs the same read-only commands) and always reports C(changed=false).
   - See docs/gpu-health.md for every check, its severity and the public evidence behind it.
 options:
@@ -49,6 +52,31 @@ options:
     description: Seconds to wait for each command (a hung driver makes nvidia-smi block).
     type: int
     default: 60
+  load_url:
+    description:
+      - An OpenAI-compatible C(/v1/chat/completions) URL (SGLang's on this host) that the module sends one generation
+        request to and reads the GPUs while it runs. Implies O(under_load=true).
+    type: str
+  load_model:
+    description: The model name the generation request asks for (SGLang's served model name).
+    type: str
+  load_tokens:
+    description: Tokens the generation request asks for.
+    type: int
+    default: 256
+  load_timeout:
+    description: Seconds the generation request may take.
+    type: int
+    default: 120
+  api_key_file:
+    description:
+      - A systemd EnvironmentFile on the host holding the API key the request sends as C(Authorization: Bearer)
+        (the server's 0600 environment file); a missing file or variable sends none.
+    type: path
+  api_key_name:
+    description: The variable of O(api_key_file) that holds the key.
+    type: str
+    default: SGLANG_API_KEY
 author:
   - llmops.sglang developers (@llmops)
 """
@@ -95,6 +123,11 @@ gpus:
   returned: always
   type: list
   elements: dict
+load:
+  description: With O(load_url), the generation request that kept the GPUs busy (its HTTP status and seconds).
+  returned: when load_url is set
+  type: dict
+  sample: {status: 200, seconds: 3.2}
 kernel_log_source:
   description: The command the Xid lines were read from, or null when none was read.
   returned: always
@@ -102,11 +135,17 @@ kernel_log_source:
   sample: journalctl -k -b
 """
 
+import json
 import os
+import threading
+import time
+import urllib.error
+import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import gpu_health, gpu_health_parse
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import read_env_value
 
 LOCALE = {"LANG": "C", "LC_ALL": "C"}
 
@@ -136,6 +175,38 @@ def kernel_log(module, choice, timeout):
     return None, None
 
 
+class Load(threading.Thread):
+    """One chat completion request in the background: what keeps the GPUs busy while nvidia-smi reads them."""
+
+    def __init__(self, url, model, tokens, timeout, key):
+        super().__init__(daemon=True)
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": "Count from one upwards, one number a line."}],
+            "max_tokens": tokens,
+            "temperature": 0,
+            "ignore_eos": True,
+        }
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = "Bearer " + key
+        self.request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        self.timeout = timeout
+        self.status, self.error, self.seconds = None, None, None
+
+    def run(self):
+        t0 = time.monotonic()
+        try:
+            with urllib.request.urlopen(self.request, timeout=self.timeout) as resp:
+                resp.read()
+                self.status = resp.status
+        except urllib.error.HTTPError as exc:
+            self.status, self.error = exc.code, "HTTP %d" % exc.code
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            self.error = str(getattr(exc, "reason", exc))
+        self.seconds = round(time.monotonic() - t0, 2)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -144,7 +215,14 @@ def main():
             "fail_on": {"type": "str", "default": "critical", "choices": ["critical", "warning", "never"]},
             "kernel_log": {"type": "str", "default": "auto", "choices": ["auto", "journalctl", "dmesg", "none"]},
             "timeout": {"type": "int", "default": 60},
+            "load_url": {"type": "str"},
+            "load_model": {"type": "str"},
+            "load_tokens": {"type": "int", "default": 256},
+            "load_timeout": {"type": "int", "default": 120},
+            "api_key_file": {"type": "path"},
+            "api_key_name": {"type": "str", "default": "SGLANG_API_KEY"},
         },
+        required_by={"load_url": "load_model"},
         supports_check_mode=True,
     )
     p = module.params
@@ -154,7 +232,19 @@ def main():
                          "driver (role nvidia_driver) or set nvidia_smi to its path")  # fmt: skip
     if p["timeout"] < 1:
         module.fail_json(msg=f"expected timeout of at least 1 second, found {p['timeout']}; raise it")
+    load = None
+    if p["load_url"]:
+        if not p["load_url"].startswith(("http://", "https://")) or p["load_tokens"] < 1 or p["load_timeout"] < 1:
+            module.fail_json(msg=f"expected load_url to be an http(s) URL and load_tokens, load_timeout >= 1; found "
+                             f"{p['load_url']!r}, {p['load_tokens']}, {p['load_timeout']}; fix the task")  # fmt: skip
+        key = read_env_value(p["api_key_file"], p["api_key_name"]) if p["api_key_file"] else None
+        load = Load(p["load_url"], p["load_model"], p["load_tokens"], p["load_timeout"], key)
+        if not module.check_mode:
+            load.start()
+            time.sleep(0.5)  # the request reaches the GPUs (prefill) before nvidia-smi reads them
     rc, out, err = module.run_command(["timeout", str(p["timeout"]), smi, "-q"], environ_update=LOCALE)
+    if load is not None and load.is_alive():
+        load.join(p["load_timeout"] + 5)
     if rc == 124:
         module.fail_json(msg=f"expected nvidia-smi -q to answer within {p['timeout']} s, found no answer; the driver "
                          "may be hung (check the kernel log for Xid errors) or the timeout too short")  # fmt: skip
@@ -168,7 +258,7 @@ def main():
         events = gpu_health_parse.parse_kernel_log(log) if log is not None else None
     except gpu_health_parse.HealthParseError as e:
         module.fail_json(msg=str(e))
-    checks = gpu_health.verdict(gpus, events, p["under_load"])
+    checks = gpu_health.verdict(gpus, events, p["under_load"] or load is not None)
     worst = gpu_health.worst(checks)
     result = {
         "changed": False,
@@ -178,6 +268,12 @@ def main():
         "gpus": gpus,
         "kernel_log_source": source,
     }
+    if load is not None and not module.check_mode:
+        result["load"] = {"status": load.status, "seconds": load.seconds}
+        if load.status != 200:
+            module.fail_json(msg=f"expected the generation request that kept the GPUs busy to answer 200, found "
+                             f"{load.error or load.status}; the reading was not under load. Check that SGLang serves "
+                             f"{p['load_model']} at {p['load_url']}", **result)  # fmt: skip
     failing = {"critical": ("critical",), "warning": ("critical", "warning"), "never": ()}[p["fail_on"]]
     bad = [c["message"] for c in checks if c["severity"] in failing]
     if bad:

@@ -163,5 +163,6 @@ def test_the_server_task_file_calls_the_module_with_options_it_takes():
 
     tasks = yaml.safe_load((ROOT / "roles" / "server" / "tasks" / "health.yml").read_text())
     [task] = [t for t in tasks if "llmops.sglang.gpu_health" in t]
-    assert set(task["llmops.sglang.gpu_health"]) <= {"nvidia_smi", "under_load", "fail_on", "kernel_log", "timeout"}
+    options = {"nvidia_smi", "under_load", "fail_on", "kernel_log", "timeout", "load_url", "load_model", "load_tokens"}
+    assert set(task["llmops.sglang.gpu_health"]) <= options | {"load_timeout", "api_key_file", "api_key_name"}
     assert task["register"] == "server_gpu_health"

@@ -43,7 +43,7 @@ class Chat(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        Chat.bodies.append((self.path, body))
+        Chat.bodies.append((self.path, body, self.headers.get("Authorization")))
         out = json.dumps({"choices": [{"message": {"content": "1\\n2\\n3"}}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -67,7 +67,7 @@ def server():
     t.join(timeout=10)
 
 
-def run(tmp_path, *, phase="idle", faults=None, kernel_log="", port=1, extra=None):
+def run(tmp_path, *, phase="idle", faults=None, kernel_log="", port=1, extra=None, verbose=False):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").symlink_to(SIM / "nvidia-smi")
@@ -82,7 +82,7 @@ def run(tmp_path, *, phase="idle", faults=None, kernel_log="", port=1, extra=Non
         "server_health_phase": phase,
         "server_url": f"http://127.0.0.1:{port}",
         "server_served_model_name": "served-name",
-        "llmops_server_api_key": "",
+        "llmops_env_file": str(tmp_path / "sglang.env"),
         "ansible_python_interpreter": sys.executable,
         **(extra or {}),
     }
@@ -98,9 +98,12 @@ def run(tmp_path, *, phase="idle", faults=None, kernel_log="", port=1, extra=Non
         ANSIBLE_COLLECTIONS_PATH=str(ROOT),
         ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
         ANSIBLE_ASYNC_DIR=str(tmp_path / "async"),
+        ANSIBLE_KEEP_REMOTE_FILES="1",
+        ANSIBLE_REMOTE_TMP=str(tmp_path / "remote-tmp"),
     )
     playbook = Path(sys.executable).parent / "ansible-playbook"
     cmd = [str(playbook), "-i", "localhost,", str(tmp_path / "play.yml"), "-e", json.dumps(variables)]
+    cmd += ["-vvv"] if verbose else []
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
     return p.returncode, " ".join((p.stdout + p.stderr).split())
 
@@ -144,8 +147,29 @@ def test_under_load_a_healthy_host_passes_after_the_request_it_sent(tmp_path, se
     rc, out = run(tmp_path, phase="load", port=server, extra={"server_health_load_tokens": 64})
     assert rc == 0 and "PASSED-THE-READING" in out, out[-3000:]
     assert "changed=0" in out, out[-3000:]  # reads only: a converged re-run stays changed=0
-    [(path, body)] = Chat.bodies
+    [(path, body, auth)] = Chat.bodies
     assert path == "/v1/chat/completions" and body["model"] == "served-name" and body["max_tokens"] == 64, body
+    assert auth is None  # no environment file: no key
+
+
+def test_the_request_sends_the_key_from_the_environment_file_and_nothing_on_the_host_holds_it(tmp_path, server):
+    key = "sk-llmops-" + "q7" * 16
+    (tmp_path / "sglang.env").write_text(f"SGLANG_API_KEY={key}\n")
+    rc, out = run(tmp_path, phase="load", port=server, verbose=True)
+    assert rc == 0 and "PASSED-THE-READING" in out, out[-3000:]
+    [(_, _, auth)] = Chat.bodies
+    assert auth == f"Bearer {key}"
+    assert key not in out
+    # kept module payloads and any async job files: the key is in none (it was read on the host, never an argument)
+    leftovers = [f for d in ("remote-tmp", "async", "tmp") for f in (tmp_path / d).rglob("*") if f.is_file()]
+    assert leftovers, "ANSIBLE_KEEP_REMOTE_FILES kept nothing: the check would prove nothing"
+    assert [f for f in leftovers if key in f.read_text(errors="replace")] == []
+
+
+def test_a_load_request_that_fails_fails_the_reading_with_what_to_check(tmp_path):
+    rc, out = run(tmp_path, phase="load", port=9)  # nothing listens on port 9
+    assert rc != 0 and "PASSED-THE-READING" not in out, out[-3000:]
+    assert "expected the generation request that kept the GPUs busy to answer 200" in out, out[-3000:]
 
 
 def test_fail_on_never_only_reports(tmp_path):
