@@ -386,6 +386,11 @@ class CallbackModule(CallbackBase):
         reported = set(self._final) | set(self._records)
         touched = set(self._failed) | set(self._unreachable) | set(getattr(stats, "processed", {}) or {})
         hosts, routers = report.report_hosts(reported, touched, self._groups)
+        for host in hosts:  # a record that cannot be drawn (a NaN, invalid Unicode) is left out, saying so
+            bad = report.unrepresentable(self._records.get(host), "its deployment record")
+            if bad:
+                self._emit("[sglang] report: %s's record left out: it holds %s" % (host, bad))
+                self._records.pop(host, None)
         entries = [
             report.host_entry(
                 host,
@@ -404,4 +409,9 @@ class CallbackModule(CallbackBase):
             return os.path.abspath(report.write_report(data, page, report.report_dir(base), text=text)), data
         except OSError as exc:
             self._emit("[sglang] report: not written (%s: %s)" % (exc.filename or base, exc.strerror or exc))
+            return None, data
+        except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:  # a malformed record or result
+            self._emit(
+                "[sglang] report: not written (a record could not be drawn: %s)" % (str(exc).splitlines() or ["-"])[0]
+            )
             return None, data

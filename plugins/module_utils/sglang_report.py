@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import heapq
 import json
+import math
 import os
 import re
 
@@ -460,6 +461,33 @@ def event_detail(event):
     return ""
 
 
+def _not_json_constant(name):
+    raise ValueError("%s is not a JSON number" % name)
+
+
+def unrepresentable(value, where="the file"):
+    """None when every number of ``value`` is finite and every string encodes as UTF-8; else what and where, in words
+    (a NaN or 1e999 cannot be drawn or counted, a lone surrogate cannot be written to the page)."""
+    stack = [(value, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return "a number that is not finite (%r) at %s" % (v, at)
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return "text that is not valid Unicode at %s" % at
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                if isinstance(k, str):
+                    stack.append((k, at))
+                stack.append((item, "%s.%s" % (at, k)))
+        elif isinstance(v, list):
+            stack.extend((item, "%s[%d]" % (at, i)) for i, item in enumerate(v))
+    return None
+
+
 def load_input(path, host=None):
     """(host entries, the saved report or None) of a saved report (its entries) or a deployment record (one entry).
 
@@ -468,13 +496,16 @@ def load_input(path, host=None):
     """
     try:
         with open(path, "rb") as fh:
-            data = json.loads(fh.read().decode("utf-8"))
+            data = json.loads(fh.read().decode("utf-8"), parse_constant=_not_json_constant)
     except OSError as exc:
         raise ReportInputError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReportInputError("%s is not JSON (%s)" % (path, str(exc).splitlines()[0])) from None
     if not isinstance(data, dict):
         raise ReportInputError("%s holds a JSON %s, not an object" % (path, type(data).__name__))
+    bad = unrepresentable(data, "its top level")
+    if bad:
+        raise ReportInputError("%s holds %s" % (path, bad))
     if data.get("schema") == SCHEMA:
         return list(data.get("hosts") or []), data
     if "milestones" in data and ("flags" in data or "model" in data):

@@ -144,3 +144,41 @@ def test_the_deployment_record_on_the_host_is_written_by_its_one_writer_with_the
     write = next(t for t in tasks if t.get("name") == "Write the deployment record on the host")
     args = write["llmops.sglang.deployment_record"]
     assert args["path"].endswith("/deployment.json") and "llmops_server_api_key" in args["secrets"]
+
+
+RECORD = {
+    "driver": "580.95.05",
+    "model": {"repo_id": "zai-org/GLM-5", "revision": "main", "commit": "b" * 40},
+    "flags": ["--tp-size", "8"],
+    "milestones": {"started": 0.0, "weights_loading": 0.2, "ready": 9.0},
+    "kv_tokens_per_rank": {"TP0": 425664},
+    "kv_size_gb_per_rank": {"TP0": 24.37},
+}
+# Records that passed the shape check and then ended in a traceback while the page was drawn or written (an
+# OverflowError for a number that is not finite, a UnicodeEncodeError for a lone surrogate), written as raw JSON text.
+UNDRAWABLE = {
+    "a literal 1e999 (infinite once parsed)": json.dumps(RECORD).replace("425664", "1e999"),
+    "Infinity": json.dumps(RECORD).replace("425664", "Infinity"),
+    "NaN in a milestone": json.dumps(RECORD).replace("9.0", "NaN"),
+    "-Infinity in a size": json.dumps(RECORD).replace("24.37", "-Infinity"),
+    "a lone surrogate (an escape, so the file itself is UTF-8)": json.dumps(RECORD).replace('"main"', '"ma\\udcffin"'),
+}
+
+
+@pytest.mark.parametrize("text", UNDRAWABLE.values(), ids=UNDRAWABLE.keys())
+def test_a_record_that_cannot_be_drawn_is_one_line_exit_2_and_no_report(tmp_path, text):
+    rec = tmp_path / "bad.json"
+    rec.write_text(text)
+    run = _run(rec, "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "bad.json" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_callback_leaves_out_a_record_it_cannot_draw():
+    assert sglang_report.unrepresentable(RECORD) is None
+    bad = json.loads(UNDRAWABLE["NaN in a milestone"])
+    assert sglang_report.unrepresentable(bad, "its deployment record") == (
+        "a number that is not finite (nan) at its deployment record.milestones.ready"
+    )
