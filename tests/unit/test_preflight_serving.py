@@ -62,7 +62,8 @@ def run(tmp_path, port, *, loaded="580.95.05", pinned="580.105.08-1", extra=None
         **(extra or {}),
     }
     variables["ansible_python_interpreter"] = sys.executable
-    cmd = ["ansible-playbook", "-i", "localhost,", str(play), "-e", json.dumps(variables)]
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    cmd = [str(playbook), "-i", "localhost,", str(play), "-e", json.dumps(variables)]
     if tags:
         cmd += ["--tags", tags]
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))

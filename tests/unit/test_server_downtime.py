@@ -1,0 +1,102 @@
+"""The server role's refusal of an outage (roles/server/tasks/downtime.yml), run by Ansible on localhost with a socket
+on loopback standing for SGLang answering: a change that would restart a serving SGLang that no router drains is
+refused, the restart kept pending in llmops_state_dir; with nothing answering the run goes on. attempt.yml includes it
+only where it applies (first attempt, no drain, not asked for, not allowed, something that restarts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAY = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Run the server role's outage check alone
+      ansible.builtin.include_role:
+        name: llmops.sglang.server
+        tasks_from: downtime.yml
+    - name: Say that the check let the run through
+      ansible.builtin.debug:
+        msg: PASSED-THE-CHECK
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(tmp_path, port):
+    (tmp_path / "play.yml").write_text(PLAY)
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    variables = {
+        "llmops_server_host": "127.0.0.1",
+        "llmops_server_port": port,
+        "llmops_state_dir": str(state),
+        "ansible_python_interpreter": sys.executable,
+    }
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")]
+    cmd += ["-e", json.dumps(variables)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
+    return p.returncode, " ".join((p.stdout + p.stderr).split()), state / "server-restart-pending"
+
+
+def test_a_serving_sglang_without_a_router_is_not_restarted_and_the_restart_stays_pending(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        port = s.getsockname()[1]
+        rc, out, marker = run(tmp_path, port)
+    assert rc != 0 and "PASSED-THE-CHECK" not in out, out[-3000:]
+    assert "localhost: SGLang was not restarted." in out, out[-3000:]
+    assert f"found SGLang answering on 127.0.0.1:{port}" in out and "-e llmops_allow_downtime=true" in out
+    assert marker.is_file()
+
+
+def test_nothing_answering_lets_the_run_through_with_nothing_pending(tmp_path):
+    rc, out, marker = run(tmp_path, free_port())
+    assert rc == 0 and "PASSED-THE-CHECK" in out, out[-3000:]
+    assert not marker.exists()
+
+
+def _include():
+    tasks = yaml.safe_load((ROOT / "roles" / "server" / "tasks" / "attempt.yml").read_text())[0]["block"]
+    [inc] = [t for t in tasks if t.get("ansible.builtin.include_tasks") == "downtime.yml"]
+    start = next(i for i, t in enumerate(tasks) if "llmops.sglang.sglang_server" in t)
+    return inc, tasks.index(inc) < start
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        "server_attempt | int == 1",
+        "not ansible_check_mode",
+        "not llmops_allow_downtime | bool",
+        "not server_force_restart | bool",
+        "server_before_restart.role | default('') | length == 0",
+    ],
+)
+def test_attempt_checks_for_an_outage_only_where_one_would_happen(term):
+    inc, before_the_start = _include()
+    assert before_the_start and term in inc["when"], inc["when"]
+
+
+def test_the_lab_accepts_the_outage_and_a_real_inventory_does_not():
+    defaults = yaml.safe_load((ROOT / "roles" / "llmops_defaults" / "defaults" / "main.yml").read_text())
+    lab = yaml.safe_load((ROOT / "inventories" / "sim" / "group_vars" / "gpu_servers" / "server.yml").read_text())
+    assert defaults["llmops_allow_downtime"] is False and lab["llmops_allow_downtime"] is True
+    example = ROOT / "inventories" / "example"
+    assert "llmops_allow_downtime: true" not in "".join(p.read_text() for p in example.rglob("*.yml"))
