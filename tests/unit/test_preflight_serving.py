@@ -6,34 +6,13 @@ driver_upgrade.yml (preflight_refuse_serving_reboot: false)."""
 
 from __future__ import annotations
 
-import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _localhost_play import PASSED, run_tasks_from
 
 ROOT = Path(__file__).resolve().parents[2]
-
-PLAY = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
-  tasks:
-    - name: Run preflight's serving check alone
-      ansible.builtin.include_role:
-        name: llmops.sglang.preflight
-        tasks_from: serving.yml
-        apply:
-          tags: [always]
-      tags: [always]
-    - name: Say that the check let the run through
-      ansible.builtin.debug:
-        msg: PASSED-THE-CHECK
-      tags: [always]
-"""
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +31,6 @@ def free_port() -> int:
 
 
 def run(tmp_path, port, *, loaded="580.95.05", pinned="580.105.08-1", extra=None, tags=None):
-    play = tmp_path / "play.yml"
-    play.write_text(PLAY)
     variables = {
         "preflight_gpu": {"driver_version": loaded},
         "llmops_driver_version": pinned,
@@ -61,20 +38,14 @@ def run(tmp_path, port, *, loaded="580.95.05", pinned="580.105.08-1", extra=None
         "llmops_server_port": port,
         **(extra or {}),
     }
-    variables["ansible_python_interpreter"] = sys.executable
-    playbook = Path(sys.executable).parent / "ansible-playbook"
-    cmd = [str(playbook), "-i", "localhost,", str(play), "-e", json.dumps(variables)]
-    if tags:
-        cmd += ["--tags", tags]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
-    return p.returncode, p.stdout + p.stderr
+    args = ["--tags", tags] if tags else []
+    return run_tasks_from(tmp_path, "llmops.sglang.preflight", "serving.yml", variables, args=args)
 
 
 def test_a_serving_host_with_another_driver_pinned_is_refused(tmp_path, listener):
     rc, out = run(tmp_path, listener)
     assert rc != 0, out
-    assert "PASSED-THE-CHECK" not in out
+    assert PASSED not in out
     one_line = " ".join(out.split())
     assert "nothing was changed" in one_line
     assert (
@@ -105,4 +76,4 @@ def test_the_check_lets_the_run_through(tmp_path, listener, why, kwargs):
         assert "Find whether SGLang answers on this host" in out
         return
     assert rc == 0, f"{why}:\n{out}"
-    assert "PASSED-THE-CHECK" in out, why
+    assert PASSED in out, why

@@ -5,30 +5,14 @@ only where it applies (first attempt, no drain, not asked for, not allowed, some
 
 from __future__ import annotations
 
-import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from _localhost_play import PASSED, run_tasks_from
 
 ROOT = Path(__file__).resolve().parents[2]
-PLAY = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
-  tasks:
-    - name: Run the server role's outage check alone
-      ansible.builtin.include_role:
-        name: llmops.sglang.server
-        tasks_from: downtime.yml
-    - name: Say that the check let the run through
-      ansible.builtin.debug:
-        msg: PASSED-THE-CHECK
-"""
 
 
 def free_port() -> int:
@@ -38,20 +22,11 @@ def free_port() -> int:
 
 
 def run(tmp_path, port):
-    (tmp_path / "play.yml").write_text(PLAY)
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
-    variables = {
-        "llmops_server_host": "127.0.0.1",
-        "llmops_server_port": port,
-        "llmops_state_dir": str(state),
-        "ansible_python_interpreter": sys.executable,
-    }
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")]
-    cmd += ["-e", json.dumps(variables)]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
-    return p.returncode, " ".join((p.stdout + p.stderr).split()), state / "server-restart-pending"
+    variables = {"llmops_server_host": "127.0.0.1", "llmops_server_port": port, "llmops_state_dir": str(state)}
+    rc, out = run_tasks_from(tmp_path, "llmops.sglang.server", "downtime.yml", variables)
+    return rc, out, state / "server-restart-pending"
 
 
 def test_a_serving_sglang_without_a_router_is_not_restarted_and_the_restart_stays_pending(tmp_path):
@@ -60,7 +35,7 @@ def test_a_serving_sglang_without_a_router_is_not_restarted_and_the_restart_stay
         s.listen(8)
         port = s.getsockname()[1]
         rc, out, marker = run(tmp_path, port)
-    assert rc != 0 and "PASSED-THE-CHECK" not in out, out[-3000:]
+    assert rc != 0 and PASSED not in out, out[-3000:]
     assert "localhost: SGLang was not restarted." in out, out[-3000:]
     assert f"found SGLang answering on 127.0.0.1:{port}" in out and "-e llmops_allow_downtime=true" in out
     assert marker.is_file()
@@ -68,7 +43,7 @@ def test_a_serving_sglang_without_a_router_is_not_restarted_and_the_restart_stay
 
 def test_nothing_answering_lets_the_run_through_with_nothing_pending(tmp_path):
     rc, out, marker = run(tmp_path, free_port())
-    assert rc == 0 and "PASSED-THE-CHECK" in out, out[-3000:]
+    assert rc == 0 and PASSED in out, out[-3000:]
     assert not marker.exists()
 
 

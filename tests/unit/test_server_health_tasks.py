@@ -9,33 +9,18 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 import yaml
+from _localhost_play import PASSED, run_tasks_from
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM = ROOT / "sim" / "gpu"
 XID79 = (Path(__file__).parent / "fixtures" / "gpu_health" / "dmesg-nvsentinel155-xid79.txt").read_text()
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "server" / "defaults" / "main.yml").read_text())
-
-PLAY = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
-  tasks:
-    - name: Run the server stage's health reading alone
-      ansible.builtin.include_role:
-        name: llmops.sglang.server
-        tasks_from: health.yml
-    - name: Say that the reading let the run through
-      ansible.builtin.debug:
-        msg: "PASSED-THE-READING {{ server_gpu_health.verdict }}"
-"""
 
 
 class Chat(http.server.BaseHTTPRequestHandler):
@@ -77,35 +62,34 @@ def run(tmp_path, *, phase="idle", faults=None, kernel_log="", port=1, extra=Non
     (tmp_path / "driver").write_text("580.95.05\n")
     (tmp_path / "faults.json").write_text(json.dumps(faults or {}))
     (tmp_path / "kernel.log").write_text("[    0.000000] Linux version 6.1.0-28-amd64\n" + kernel_log)
-    (tmp_path / "play.yml").write_text(PLAY)
     variables = {
         "server_health_phase": phase,
         "server_url": f"http://127.0.0.1:{port}",
         "server_served_model_name": "served-name",
         "llmops_env_file": str(tmp_path / "sglang.env"),
-        "ansible_python_interpreter": sys.executable,
         **(extra or {}),
     }
     env = dict(
-        os.environ,
         PATH=f"{bin_dir}:{os.environ['PATH']}",
         SIM_GPU_PROFILE=str(SIM / "profiles" / "h100-80gb-x8.json"),
         SIM_GPU_DRIVER_FILE=str(tmp_path / "driver"),
         SIM_GPU_LOADED_FILE=str(tmp_path / "loaded"),
         SIM_GPU_FAULTS=str(tmp_path / "faults.json"),
         SIM_GPU_KERNEL_LOG=str(tmp_path / "kernel.log"),
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT),
         ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
         ANSIBLE_ASYNC_DIR=str(tmp_path / "async"),
         ANSIBLE_KEEP_REMOTE_FILES="1",
         ANSIBLE_REMOTE_TMP=str(tmp_path / "remote-tmp"),
     )
-    playbook = Path(sys.executable).parent / "ansible-playbook"
-    cmd = [str(playbook), "-i", "localhost,", str(tmp_path / "play.yml"), "-e", json.dumps(variables)]
-    cmd += ["-vvv"] if verbose else []
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
-    return p.returncode, " ".join((p.stdout + p.stderr).split())
+    return run_tasks_from(
+        tmp_path,
+        "llmops.sglang.server",
+        "health.yml",
+        variables,
+        message="{{ server_gpu_health.verdict }}",
+        env=env,
+        args=["-vvv"] if verbose else [],
+    )
 
 
 def test_the_role_defaults_read_the_gpus_twice_and_fail_on_critical():
@@ -116,36 +100,36 @@ def test_the_role_defaults_read_the_gpus_twice_and_fail_on_critical():
 def test_a_healthy_host_passes(tmp_path):
     rc, out = run(tmp_path)
     assert rc == 0, out[-3000:]
-    assert "PASSED-THE-READING ok" in out or "PASSED-THE-READING warning" in out, out[-3000:]
+    assert PASSED + " ok" in out or PASSED + " warning" in out, out[-3000:]
 
 
 def test_an_xid_79_since_boot_fails_the_host_with_its_sentence(tmp_path):
     rc, out = run(tmp_path, kernel_log=XID79)
-    assert rc != 0 and "PASSED-THE-READING" not in out, out[-3000:]
+    assert rc != 0 and PASSED not in out, out[-3000:]
     assert "Xid 79" in out and "Traceback" not in out, out[-3000:]
 
 
 def test_a_pending_row_remap_fails_the_host(tmp_path):
     rc, out = run(tmp_path, faults={"remapped_rows_pending": [1]})
-    assert rc != 0 and "PASSED-THE-READING" not in out, out[-3000:]
+    assert rc != 0 and PASSED not in out, out[-3000:]
     assert "remap" in out.lower(), out[-3000:]
 
 
 def test_a_link_at_gen2_is_only_reported_while_idle(tmp_path):
     rc, out = run(tmp_path, faults={"pcie_gen_current": {"0": 2}})
     assert rc == 0, out[-3000:]
-    assert "PASSED-THE-READING" in out, out[-3000:]
+    assert PASSED in out, out[-3000:]
 
 
 def test_the_same_link_fails_while_the_generation_request_runs(tmp_path, server):
     rc, out = run(tmp_path, phase="load", faults={"pcie_gen_current": {"0": 2}}, port=server)
-    assert rc != 0 and "PASSED-THE-READING" not in out, out[-3000:]
+    assert rc != 0 and PASSED not in out, out[-3000:]
     assert "Gen" in out and "under load" in out.lower(), out[-3000:]
 
 
 def test_under_load_a_healthy_host_passes_after_the_request_it_sent(tmp_path, server):
     rc, out = run(tmp_path, phase="load", port=server, extra={"server_health_load_tokens": 64})
-    assert rc == 0 and "PASSED-THE-READING" in out, out[-3000:]
+    assert rc == 0 and PASSED in out, out[-3000:]
     assert "changed=0" in out, out[-3000:]  # reads only: a converged re-run stays changed=0
     [(path, body, auth)] = Chat.bodies
     assert path == "/v1/chat/completions" and body["model"] == "served-name" and body["max_tokens"] == 64, body
@@ -156,7 +140,7 @@ def test_the_request_sends_the_key_from_the_environment_file_and_nothing_on_the_
     key = "sk-llmops-" + "q7" * 16
     (tmp_path / "sglang.env").write_text(f"SGLANG_API_KEY={key}\n")
     rc, out = run(tmp_path, phase="load", port=server, verbose=True)
-    assert rc == 0 and "PASSED-THE-READING" in out, out[-3000:]
+    assert rc == 0 and PASSED in out, out[-3000:]
     [(_, _, auth)] = Chat.bodies
     assert auth == f"Bearer {key}"
     assert key not in out
@@ -168,10 +152,10 @@ def test_the_request_sends_the_key_from_the_environment_file_and_nothing_on_the_
 
 def test_a_load_request_that_fails_fails_the_reading_with_what_to_check(tmp_path):
     rc, out = run(tmp_path, phase="load", port=9)  # nothing listens on port 9
-    assert rc != 0 and "PASSED-THE-READING" not in out, out[-3000:]
+    assert rc != 0 and PASSED not in out, out[-3000:]
     assert "expected the generation request that kept the GPUs busy to answer 200" in out, out[-3000:]
 
 
 def test_fail_on_never_only_reports(tmp_path):
     rc, out = run(tmp_path, kernel_log=XID79, extra={"server_health_fail_on": "never"})
-    assert rc == 0 and "PASSED-THE-READING critical" in out, out[-3000:]
+    assert rc == 0 and PASSED + " critical" in out, out[-3000:]
