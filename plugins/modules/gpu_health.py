@@ -70,8 +70,8 @@ options:
     default: 120
   api_key_file:
     description:
-      - A systemd EnvironmentFile on the host holding the API key the request sends as C(Authorization: Bearer)
-        (the server's 0600 environment file); a missing file or variable sends none.
+      - "A systemd EnvironmentFile on the host holding the API key the request sends as C(Authorization: Bearer)
+        (the server's 0600 environment file); a missing file or variable sends none."
     type: path
   api_key_name:
     description: The variable of O(api_key_file) that holds the key.
@@ -140,9 +140,9 @@ import os
 import threading
 import time
 import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.llmops.sglang.plugins.module_utils import gpu_health, gpu_health_parse
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import read_env_value
@@ -190,14 +190,14 @@ class Load(threading.Thread):
         headers = {"Content-Type": "application/json"}
         if key:
             headers["Authorization"] = "Bearer " + key
-        self.request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        self.url, self.data, self.headers = url, json.dumps(body).encode(), headers
         self.timeout = timeout
         self.status, self.error, self.seconds = None, None, None
 
     def run(self):
         t0 = time.monotonic()
         try:
-            with urllib.request.urlopen(self.request, timeout=self.timeout) as resp:
+            with open_url(self.url, data=self.data, headers=self.headers, method="POST", timeout=self.timeout) as resp:
                 resp.read()
                 self.status = resp.status
         except urllib.error.HTTPError as exc:
@@ -217,7 +217,7 @@ def main():
             "timeout": {"type": "int", "default": 60},
             "load_url": {"type": "str"},
             "load_model": {"type": "str"},
-            "load_tokens": {"type": "int", "default": 256},
+            "load_tokens": {"type": "int", "default": 256, "no_log": False},
             "load_timeout": {"type": "int", "default": 120},
             "api_key_file": {"type": "path"},
             "api_key_name": {"type": "str", "default": "SGLANG_API_KEY"},
