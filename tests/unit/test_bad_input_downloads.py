@@ -210,7 +210,27 @@ MODULE_ROWS = [
     ),
 ]
 
+FANOUT = "Expected model_fleet_seed to be a host of this play, model_fleet_seed_address an address or host name,"
 ROLE_ROWS = [
+    # the fan-out's settings: checked with the others, before the firewall table, the adoption or the share start
+    ("role: fan-out peer_down 0", {"model_fleet_fanout": True, "model_fleet_peer_down": 0}, FANOUT),
+    ("role: fan-out peer_timeout text", {"model_fleet_fanout": True, "model_fleet_peer_timeout": "soon"}, FANOUT),
+    (
+        "role: fan-out seed address with a newline",
+        {"model_fleet_fanout": True, "model_fleet_seed_address": "10.0.0.1\nExecStartPre=+/bin/sh"},
+        FANOUT,
+    ),
+    ("role: fan-out seed not in the play", {"model_fleet_fanout": True, "model_fleet_seed": "gpu99"}, FANOUT),
+    (
+        "role: fan-out allow-list not a list",
+        {"model_fleet_fanout": True, "model_fleet_peer_addresses": "10.0.0.2"},
+        FANOUT,
+    ),
+    (
+        "role: fan-out allow-list entry",
+        {"model_fleet_fanout": True, "model_fleet_peer_addresses": ["0.0.0.0/0 x"]},
+        FANOUT,
+    ),
     (
         "role: model_hf_token with a space",
         {"model_hf_token": TOKEN + " x"},
@@ -266,3 +286,11 @@ def test_bad_input_fails_in_one_line_and_changes_nothing(case, extra, message, t
         assert not os.path.exists("/proc/llmops-model")
     finally:
         _cleanup_mounts(tmp_path)
+
+
+def test_the_fanout_defaults_pass_the_checks(tmp_path):
+    """The rows above fail for their value, not because any fan-out fails the check."""
+    extra = {"llmops_model_repo_id": "sim-org/GLM-5-NVFP4", "model_hf_endpoint": NOWHERE, "model_fleet_fanout": True}
+    rc, out = run_role({**extra, "model_fleet_peer_addresses": ["10.213.0.21", "fd00::2"]}, tmp_path)
+    assert rc == 0, out[-3000:]
+    assert "Check the fan-out settings" in out and FANOUT not in out
