@@ -92,7 +92,7 @@ def run(tmp_path, *, phase="idle", faults=None, kernel_log="", port=1, extra=Non
     )
 
 
-def test_the_role_defaults_read_the_gpus_twice_and_fail_on_critical():
+def test_the_defaults_turn_both_readings_on_and_fail_on_critical():
     assert DEFAULTS["server_health_check"] is True and DEFAULTS["server_health_under_load"] is True
     assert DEFAULTS["server_health_fail_on"] == "critical"
 
