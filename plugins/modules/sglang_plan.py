@@ -145,67 +145,13 @@ retry:
   type: dict
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import (
-    PlanError,
-    capture_oom_advice,
-    plan,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils.server_policy import retry_advice
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import PlanError, plan
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_release import (
     DEFAULT_RECORD_PATH,
     resolve_sglang_version,
 )
-
-_TRIED_RE = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?(GiB|MiB|KiB|B)\b")
-_FREE_RE = re.compile(r"of which (\d+(?:\.\d+)?) ?(GiB|MiB|KiB|B) (?:is )?free")
-_UNIT = {"GiB": 1.0, "MiB": 1.0 / 1024, "KiB": 1.0 / 1024**2, "B": 1.0 / 1024**3}
-
-
-def oom_figures(lines):
-    """(tried_to_allocate_gib, free_at_oom_gib) from torch's CUDA OOM message in the log lines (None when absent)."""
-    tried = free = None
-    for line in lines or []:
-        m = _TRIED_RE.search(line)
-        if m and tried is None:
-            tried = float(m.group(1)) * _UNIT[m.group(2)]
-        m = _FREE_RE.search(line)
-        if m and free is None:
-            free = float(m.group(1)) * _UNIT[m.group(2)]
-    return tried, free
-
-
-def retry_advice(attempt, the_plan, fraction):
-    """capture_oom_advice for a failed sglang_server result: the advice its diagnosis printed, recomputed from the
-    same inputs when the result carries them (suggestion.inputs), else from the result's logged figures; the plan of
-    the attempt only fills in figures the log did not reach."""
-    sugg = attempt.get("suggestion") or {}
-    if isinstance(sugg.get("inputs"), dict) and sugg["inputs"].get("capture_free_gib") is not None:
-        inputs = dict(sugg["inputs"])
-    else:
-        totals = attempt.get("totals") or {}
-        args = attempt.get("server_args") or {}
-        tried, free = oom_figures(attempt.get("log_tail"))
-        capture_free = totals.get("avail_after_pool_min_gb")
-        inputs = dict(
-            pre_load_free_gib=totals.get("pre_load_min_gb") or the_plan["free_at_start_gib"],
-            capture_free_gib=the_plan["avail_after_pool_gib"] if capture_free is None else capture_free,
-            mem_fraction_static=args.get("mem_fraction_static") or fraction,
-            tried_to_allocate_gib=tried,
-            free_at_oom_gib=free,
-            free_after_weights_gib=totals.get("avail_after_weights_min_gb"),
-            kv_pool_gib=totals.get("kv_size_max_gb"),
-            cuda_graph_max_bs=args.get("cuda_graph_max_bs") or the_plan["cuda_graph_max_bs"] or None,
-            family=the_plan["model_family"],
-        )
-    out = capture_oom_advice(**inputs).as_dict()
-    out.update(
-        failed_mem_fraction_static=inputs["mem_fraction_static"],
-        tried_to_allocate_gib=inputs.get("tried_to_allocate_gib"),
-        free_at_oom_gib=inputs.get("free_at_oom_gib"),
-    )
-    return out
 
 
 def run_module():

@@ -1,4 +1,7 @@
-"""The server role's pieces that run on the node: sglang_plan's retry arithmetic and the secret-redacting launcher."""
+"""The server role's pieces that run on the node.
+
+The retry arithmetic (module_utils/server_policy.py) and the secret-redacting launcher.
+"""
 
 import importlib.machinery
 import importlib.util
@@ -8,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ansible_collections.llmops.sglang.plugins.module_utils import server_policy as sglang_plan
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import plan
-from ansible_collections.llmops.sglang.plugins.modules import sglang_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "roles" / "server" / "files" / "sglang-launch"
