@@ -61,6 +61,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_text i
 
 ACTIONS = ("llmops.sglang.sglang_server", "sglang_server")
 PLAN_ACTIONS = ("llmops.sglang.sglang_plan", "sglang_plan")
+ATTEMPT_ACTIONS = ("llmops.sglang.sglang_attempt", "sglang_attempt")
 DOWNLOAD_ACTIONS = ("llmops.sglang.hf_snapshot", "hf_snapshot")
 RECORD_ACTIONS = ("llmops.sglang.deployment_record", "deployment_record")
 
@@ -341,6 +342,10 @@ class CallbackModule(CallbackBase):
             return
         if action in PLAN_ACTIONS and isinstance(res, dict) and res.get("plan") and "retry" not in res:
             self._plans[result.host.get_name()] = res["plan"]  # the plan of the attempt that follows
+            return
+        if action in ATTEMPT_ACTIONS and isinstance(res, dict):
+            if res.get("next_plan") and not res.get("finished"):  # the server role's plan of its next launch
+                self._plans[result.host.get_name()] = res["next_plan"]
             return
         self._final_result(result)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import pytest
 import yaml
 from _localhost_play import PASSED, run_tasks_from
 
@@ -54,19 +53,18 @@ def _include():
     return inc, tasks.index(inc) < start
 
 
-@pytest.mark.parametrize(
-    "term",
-    [
-        "server_attempt | int == 1",
-        "not ansible_check_mode",
-        "not llmops_allow_downtime | bool",
-        "not server_force_restart | bool",
-        "server_before_restart.role | default('') | length == 0",
-    ],
-)
-def test_attempt_checks_for_an_outage_only_where_one_would_happen(term):
+def test_attempt_checks_for_an_outage_only_where_the_restart_plan_says():
+    # which attempts, causes and settings reach the guard: server_policy.restart_plan's table (test_server_policy.py)
     inc, before_the_start = _include()
-    assert before_the_start and term in inc["when"], inc["when"]
+    assert before_the_start and inc["when"] == "server_restart_decision.guard | bool", inc["when"]
+    tasks = yaml.safe_load((ROOT / "roles" / "server" / "tasks" / "attempt.yml").read_text())[0]["block"]
+    [plan] = [t for t in tasks if "server_restart_decision" in (t.get("ansible.builtin.set_fact") or {})]
+    assert tasks.index(plan) < tasks.index(inc)
+    text = plan["ansible.builtin.set_fact"]["server_restart_decision"]
+    for term in ("llmops.sglang.server_restart_plan(server_attempt", "llmops_allow_downtime | bool",
+                 "ansible_check_mode", "server_before_restart.role", "'force': server_force_restart | bool",
+                 "'pending': server_restart_pending | bool"):  # fmt: skip
+        assert term in text, (term, text)
 
 
 def test_the_lab_accepts_the_outage_and_a_real_inventory_does_not():
