@@ -79,6 +79,30 @@ def test_planner_predicts_the_logged_kv_tokens(launch, models, fixed_tree, model
         assert predicted.kv_tokens == pytest.approx(actual, rel=0.005), (predicted.as_dict(), actual)
 
 
+READY = "The server is fired up and ready to roll!"
+
+
+def test_the_auto_fraction_is_ready_on_the_first_launch_and_predicted(launch, models, fixed_tree):
+    """mem_fraction_static auto on the lab's server (GLM-5-NVFP4, 8 x RTX PRO 6000, --max-running-requests 64): the
+    server role launches once at the planner's recommendation (server_policy.choose_first), which survives the
+    capture, and the planner's tokens at that fraction are the logged ones within 0.5 %."""
+    gpu = json.loads((PROFILES / "rtx-pro-6000-x8.json").read_text())["gpus"][0]
+    common = {"gpu_mem_mib": gpu["memory_total_mib"], "tp": 8, "gpu_arch": "sm_120", "sglang_version": "0.5.9",
+              "max_running_requests": 64}  # fmt: skip
+    auto = sglang_memory.plan(str(models["glm5-nvfp4"]), **common)
+    frac = auto.recommended_mem_fraction_static
+    assert frac is not None and 0.3 <= frac < 0.95, auto.as_dict()
+    at = sglang_memory.plan(str(models["glm5-nvfp4"]), mem_fraction_static=frac, **common)
+    server = launch(
+        ["--model-path", str(models["glm5-nvfp4"]), "--tp-size", "8", "--mem-fraction-static", str(frac),
+         "--max-running-requests", "64"],
+        pythonpath=fixed_tree,
+    )  # fmt: skip
+    assert server.wait_for(READY), server.log[-3000:]
+    tokens = {r["kv_tokens"] for r in pool_figures(server, 8).values()}
+    assert len(tokens) == 1 and at.kv_tokens == pytest.approx(tokens.pop(), rel=0.005), at.as_dict()
+
+
 # Speculative decoding, DP attention and a 0.5.14+ release. With a draft model each rank logs a second set of
 # "Load weight begin/end", "KV Cache is allocated" and "Memory pool end" lines (the draft runner's) after its target
 # graphs; the figures are read here by order (a rank's first line of each kind is the target's, the second the
