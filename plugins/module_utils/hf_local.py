@@ -8,6 +8,8 @@
 - the verified-files record ``DEST/.llmops-partial/verified.json``: files this snapshot already verified, trusted by
   size and mtime so a later call does not hash them again.
 - ``bytes_on_disk``: what the partial files of the files still to fetch already hold (from their segment state).
+- the failure record ``DEST/.llmops-partial/failed.json``: a fan-out seed whose download failed says so, and its share
+  answers its receivers ``410`` at once instead of ``404`` ("not yet") until their ``peer_wait`` ends.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -26,6 +28,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import l
 REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_.~+/=:-]*$")
 VERIFIED = "verified.json"
+FAILED = "failed.json"  # read by roles/model/files/model_share.py (the share's copy of the name)
 PEER_FRESH = 300
 
 
@@ -130,6 +133,26 @@ def save_verified(dest, commit, files):
     if not os.path.isdir(root):
         os.makedirs(root, mode=0o755, exist_ok=True)
     save_json(os.path.join(root, VERIFIED), {"commit": commit, "files": files})
+
+
+def save_failure(dest, commit):
+    """Record that the download of ``commit`` into ``dest`` failed, and when (the share compares it with its start).
+    Best effort: on a full disk there may be no room for it, and the download's own error is what the user needs;
+    the receivers then wait for their peer_wait."""
+    root = os.path.join(dest, PARTIAL_DIR)
+    try:
+        os.makedirs(root, mode=0o755, exist_ok=True)
+        save_json(os.path.join(root, FAILED), {"commit": commit, "failed_at": time.time()})
+    except OSError:
+        pass
+
+
+def clear_failure(dest):
+    """Forget an earlier failure: this call downloads again."""
+    try:
+        os.unlink(os.path.join(dest, PARTIAL_DIR, FAILED))
+    except FileNotFoundError:
+        pass
 
 
 def stamp(path):

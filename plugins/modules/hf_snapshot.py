@@ -286,11 +286,13 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
     bytes_on_disk,
     check_inputs,
+    clear_failure,
     load_peer_progress,
     read_peer_token,
     load_verified,
     part_path,
     present_files,
+    save_failure,
     save_peer_progress,
     save_verified,
     stamp,
@@ -487,7 +489,10 @@ def run_module():
         )
         module.exit_json(**result)
     reserve = int(p["reserve_gib"] * (1 << 30))
+    seed = not p["peer_url"] and not module.check_mode  # a share may serve this directory to the fleet
     if needed + reserve > free:
+        if seed:
+            save_failure(dest, commit)
         module.fail_json(
             msg="not enough disk space in %s for %s@%s: %d files still need %s (+ %s reserve), %s is free; free space "
             "or lower model_reserve_gib"
@@ -508,6 +513,7 @@ def run_module():
 
     # ---- download ----------------------------------------------------------------------------------------------
     _makedirs(dest)
+    clear_failure(dest)
     if os.path.exists(marker_path):
         os.unlink(marker_path)  # the directory is about to change: it is not a complete snapshot until re-marked
         result["changed"] = True
@@ -593,6 +599,8 @@ def run_module():
         progress=_progress(state["n_done"], len(files), bytes_now, total, rate=rate, eta=eta),
     )
     if failure is not None:
+        if seed:
+            save_failure(dest, commit)  # the share answers the receivers 410 now, not 404 until their peer_wait
         module.fail_json(
             msg="download of %s@%s failed: %s%s" % (p["repo_id"], commit[:12], failure, access_hint(failure)),
             **result,

@@ -314,6 +314,55 @@ def test_a_peer_that_never_gets_the_file_fails_after_peer_wait(hub, tmp_path):
     assert "Traceback" not in out and not (tmp_path / "model" / ".llmops-snapshot.json").exists()
 
 
+def test_a_seed_whose_download_fails_stops_its_receivers_at_once_not_after_peer_wait(hub, tmp_path):
+    """The seed's share is up (the role starts it before the download), the seed's download fails (the hub refuses
+    the file), and a receiver then asks for that file: it fails at once with the seed's reason (410), although its
+    peer_wait and peer_down are an hour: it never waits for a file that will not come."""
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    share = start_share(seed, tmp_path / "run")
+    try:
+        control(hub, "faults", "POST", [{"match": f"*/{FILE}", "action": "status", "status": 403, "times": 100}])
+        rc, res, out = run_module(args(hub, seed))
+        assert rc == 1 and "download of" in res["msg"] and "failed" in res["msg"], out
+        record = json.loads((seed / ".llmops-partial" / "failed.json").read_text())
+        assert record["commit"] == res["commit"]
+        control(hub, "faults", "DELETE")
+        receiver = tmp_path / "model"
+        rc, res, out = run_module(
+            args(
+                hub,
+                receiver,
+                peer_url=share.url,
+                peer_token_file=share.token_file,
+                segment_mib=0,
+                peer_wait=3600,
+                peer_down=3600,
+            ),
+            timeout=120,  # a hang guard: the assertion is on the answer, not on the time
+        )
+    finally:
+        stop_share(share)
+    assert (
+        rc == 1
+        and "answered HTTP 410" in res["msg"]
+        and "the seed host's download of this commit failed" in (res["msg"])
+    ), out
+    assert not (receiver / ".llmops-partial" / "failed.json").exists()  # a receiver is nobody's seed
+    assert "Traceback" not in out
+
+
+def test_a_seed_that_downloads_again_forgets_its_earlier_failure(built, hub, tmp_path):
+    seed = tmp_path / "seed"
+    control(hub, "faults", "POST", [{"match": f"*/{FILE}", "action": "status", "status": 403, "times": 100}])
+    assert run_module(args(hub, seed))[0] == 1
+    assert (seed / ".llmops-partial" / "failed.json").exists()
+    control(hub, "faults", "DELETE")
+    rc, res, out = run_module(args(hub, seed))
+    assert rc == 0 and res["done"], out
+    assert not (seed / ".llmops-partial").exists() and sha256(seed / FILE) == expected_sha(built)
+
+
 def test_a_copy_from_the_seed_killed_mid_file_resumes_there_with_a_byte_range(built, hub, tmp_path):
     """A host copying from the seed is killed inside a file (one segment: peers fetch whole files); the next run
     asks the seed's share for the rest of the file only (206), and verifies the whole file."""

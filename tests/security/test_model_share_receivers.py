@@ -132,6 +132,8 @@ def test_the_model_role_passes_bounded_peer_timeouts():
     timeout = defaults[args["peer_timeout"].strip("{} ")]
     assert down + timeout <= 60
     assert "peer_token_file" in args
+    # the wait for a file still coming is the role's own, documented bound, not the module's default
+    assert args["peer_wait"].strip("{} ") == "model_fleet_peer_wait" and defaults["model_fleet_peer_wait"] > 0
 
 
 @pytest.mark.parametrize(

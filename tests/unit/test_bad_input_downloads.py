@@ -214,6 +214,8 @@ FANOUT = "Expected model_fleet_seed to be a host of this play, model_fleet_seed_
 ROLE_ROWS = [
     # the fan-out's settings: checked with the others, before the firewall table, the adoption or the share start
     ("role: fan-out peer_down 0", {"model_fleet_fanout": True, "model_fleet_peer_down": 0}, FANOUT),
+    ("role: fan-out peer_wait negative", {"model_fleet_fanout": True, "model_fleet_peer_wait": -1}, FANOUT),
+    ("role: fan-out peer_wait text", {"model_fleet_fanout": True, "model_fleet_peer_wait": "forever"}, FANOUT),
     ("role: fan-out peer_timeout text", {"model_fleet_fanout": True, "model_fleet_peer_timeout": "soon"}, FANOUT),
     (
         "role: fan-out seed address with a newline",

@@ -4,6 +4,7 @@ secret in a 0600 config file (tests/share_util.py). The attacks on it are in tes
 import http.client
 import json
 import os
+import time
 
 import pytest
 from share_util import mark_verified, start_share, stop_share
@@ -98,3 +99,33 @@ def test_the_share_starts_and_serves_without_any_name_lookup(seed_dir, tmp_path)
     assert "name lookup" not in proc.stderr.read()
     proc.stdout.close()
     proc.stderr.close()
+
+
+def _fail_record(seed_dir, commit, failed_at):
+    (seed_dir / ".llmops-partial" / "failed.json").write_text(json.dumps({"commit": commit, "failed_at": failed_at}))
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        ("this run's failure of this commit", COMMIT, 0, 410),
+        ("a failure recorded before this share started (an earlier run)", COMMIT, -3600, 404),
+        ("a failure of another commit", "b" * 40, 0, 404),
+    ],
+)
+def test_a_file_not_yet_verified_answers_410_only_after_this_runs_seed_failed(seed_dir, tmp_path, row):
+    case, commit, offset, want = row
+    proc = start_share(seed_dir, tmp_path / "run")
+    try:
+        _fail_record(seed_dir, commit, time.time() + offset)  # written after the share started (offset 0)
+        conn = http.client.HTTPConnection("127.0.0.1", proc.port, timeout=10)
+        status, headers, body = get(conn, f"/{COMMIT}/missing.bin", token=proc.token)
+        assert status == want and body == b"", case
+        if want == 410:
+            assert "download of this commit failed" in headers["X-Error-Message"]
+        # a verified file is still served: what the seed verified before it failed is right
+        status, _, body = get(conn, f"/{COMMIT}/config.json", token=proc.token)
+        assert status == 200 and json.loads(body) == {"model_type": "llama"}, case
+        conn.close()
+    finally:
+        stop_share(proc)

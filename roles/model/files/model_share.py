@@ -14,8 +14,10 @@ neither answer carries a byte of a file. Paths are /COMMIT/PATH: a file is serve
 (the completion marker, or the verified-files record of the download in progress) list PATH for COMMIT, and, for a
 file verified during a download, only while its size and mtime are the ones recorded - so after a revision update the
 old file is never served under the new commit (404: "not yet", the receiver asks again). A path that resolves outside
-DIRECTORY (a symlink) is refused (403). DIRECTORY is a snapshot, or a root of one snapshot per commit (the model
-role's llmops_model_revisions_dir): a file of COMMIT is then looked up in DIRECTORY/COMMIT.
+DIRECTORY (a symlink) is refused (403). When the seed's download of COMMIT failed after this share started (its
+failure record, .llmops-partial/failed.json), a file not yet verified answers 410 at once: the receivers stop with
+that reason instead of waiting for a file that will not come. DIRECTORY is a snapshot, or a root of one snapshot per
+commit (the model role's llmops_model_revisions_dir): a file of COMMIT is then looked up in DIRECTORY/COMMIT.
 
 Byte ranges: one range `bytes=A-B` / `bytes=A-`, answered 206 with `Content-Range`; any other or unsatisfiable Range
 answers 416 with `Content-Range: bytes */SIZE`. At most max_connections handlers at once (a further connection gets
@@ -40,6 +42,7 @@ import urllib.parse
 PARTIAL_DIR = ".llmops-partial"
 MARKER = ".llmops-snapshot.json"
 VERIFIED = "verified.json"
+FAILED = "failed.json"  # written by the seed's hf_snapshot when its download fails (module_utils/hf_local.py)
 RANGE = re.compile(r"bytes=(\d{1,18})-(\d{0,18})$")
 COMMIT = re.compile(r"[0-9a-f]{40}$")
 TIMEOUT = 30  # seconds a connection may sit idle (request headers, or a body the peer stopped reading)
@@ -118,6 +121,14 @@ def listed(root, commit, rel, path):
     return entry["stamp"].get("size") == st.st_size and entry["stamp"].get("mtime_ns") == st.st_mtime_ns
 
 
+def failed(root, commit, since):
+    """True when the seed's failure record names ``commit`` and was written at or after ``since`` (this share's start:
+    a record from an earlier run is not this run's failure)."""
+    rec = _read_json(os.path.join(root, PARTIAL_DIR, FAILED))
+    at = rec.get("failed_at")
+    return rec.get("commit") == commit and isinstance(at, (int, float)) and at >= since
+
+
 class ShareServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
@@ -126,6 +137,7 @@ class ShareServer(http.server.ThreadingHTTPServer):
         self.config = config
         self.slots = threading.BoundedSemaphore(config["max_connections"])
         self.last_request = time.monotonic()
+        self.started = time.time()  # wall clock, as the seed's failure record is
         super().__init__(address, handler)
 
     def server_bind(self):
@@ -191,6 +203,14 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
             return False
         return True
 
+    def _not_yet(self, root, commit, why):
+        """404 ("not yet": the receiver asks again), or 410 when the seed's download of ``commit`` failed."""
+        if failed(root, commit, self.server.started):
+            return self._refuse(
+                410, "the seed host's download of this commit failed: see its output, fix it, run again"
+            )
+        return self._refuse(404, why)
+
     def do_HEAD(self):
         self._serve(body=False)
 
@@ -215,14 +235,14 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
         if os.path.commonpath([root, path]) != root or path == root:
             return self._refuse(403, "outside the snapshot")
         if not os.path.isfile(path):
-            return self._refuse(404, "not verified yet")
+            return self._not_yet(root, commit, "not verified yet")
         try:
             f = open(path, "rb")
         except OSError:
             return self._refuse(404, "not readable")
         with f:
             if not listed(root, commit, rel, path):
-                return self._refuse(404, "not verified for this commit")
+                return self._not_yet(root, commit, "not verified for this commit")
             size = os.fstat(f.fileno()).st_size
             start, end = 0, size
             asked = self.headers.get("Range")
