@@ -20,6 +20,7 @@ SIM_SGLANG = ROOT / "sim" / "sglang"
 SIM_PY = SIM_SGLANG / "python"
 MAKE_MODEL = ROOT / "sim" / "models" / "make_model.py"
 PROFILES = ROOT / "sim" / "gpu" / "profiles"
+LAUNCHER = ROOT / "roles" / "server" / "files" / "sglang-launch"
 SM120_PATCH = SIM_SGLANG / "patches" / "0001-sm120-extend-attention-block-size.patch"
 
 if str(SIM_PY) not in sys.path:
@@ -75,11 +76,12 @@ def _proc_stats():
 class Server:
     """One launcher process (its own session); its output (stdout + stderr) goes to a file."""
 
-    def __init__(self, args: list[str], env: dict, log: Path):
+    def __init__(self, args: list[str], env: dict, log: Path, launcher: bool = False):
         self.log_path = log
         self.fh = open(log, "wb")
+        head = [sys.executable, str(LAUNCHER)] if launcher else [sys.executable, "-m", "sglang.launch_server"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sglang.launch_server", *args],
+            [*head, *args],
             env=env,
             stdout=self.fh,
             stderr=subprocess.STDOUT,
@@ -139,7 +141,9 @@ class Server:
 
 @pytest.fixture
 def launch(tmp_path, models):
-    """launch(args, profile=..., env=..., pythonpath=...) -> Server; every server is killed at teardown."""
+    """launch(args, profile=..., env=..., pythonpath=..., launcher=...) -> Server; every server is killed at teardown.
+    launcher=True starts it as the unit does: through roles/server/files/sglang-launch (keys from SGLANG_API_KEY and
+    SGLANG_ADMIN_API_KEY in env, with LLMOPS_ADMIN_API_KEY_FLAG)."""
     started: list[Server] = []
 
     def _launch(
@@ -149,6 +153,7 @@ def launch(tmp_path, models):
         env: dict | None = None,
         pythonpath: Path | None = None,
         port: int | None = None,
+        launcher: bool = False,
     ) -> Server:
         e = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SIM_GPU", "CUDA_VISIBLE"))}
         e["PYTHONPATH"] = str(pythonpath or SIM_PY)
@@ -169,7 +174,7 @@ def launch(tmp_path, models):
         full = [*args]
         if "--port" not in full:
             full += ["--port", str(port)]
-        server = Server(full, e, tmp_path / f"server-{len(started)}.log")
+        server = Server(full, e, tmp_path / f"server-{len(started)}.log", launcher=launcher)
         server.port = port
         started.append(server)
         return server

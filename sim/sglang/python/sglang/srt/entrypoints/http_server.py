@@ -8,10 +8,15 @@ The routes SGLang's router (sglang-router 0.3.2) calls on a worker: /health (its
 connection-mode probe), /server_info and /model_info (metadata discovery; it falls back to /get_server_info and
 /get_model_info on 404), /get_load (its load monitor, summing ``num_tokens``), and the inference routes it proxies.
 Shapes follow SGLang 0.5.9's http_server.py, v1_loads.py and io_struct.py (GetLoadReqOutput, GetLoadsReqOutput).
+
+``app`` is what code outside SGLang can rely on of its module-level FastAPI app (Starlette): ``add_middleware(cls,
+**options)`` until the server starts (RuntimeError after), each middleware an ASGI callable wrapping the app, the
+last added outermost; every answer of the server passes through them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import http
@@ -182,6 +187,48 @@ class _Server(ThreadingHTTPServer):
         self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
 
 
+class _App:
+    """The part of Starlette's application contract the stand-in keeps (see the module's docstring)."""
+
+    def __init__(self):
+        self.user_middleware: list = []
+        self.started = False
+
+    def add_middleware(self, middleware_class, *args, **kwargs) -> None:
+        if self.started:
+            raise RuntimeError("Cannot add middleware after an application has started")
+        self.user_middleware.insert(0, (middleware_class, args, kwargs))
+
+    def answer(self, scope: dict, status: int, headers: list, body: bytes) -> tuple[int, list, bytes]:
+        """The answer (status, headers, body) as the middlewares let it out."""
+        if not self.user_middleware:
+            return status, headers, body
+
+        async def endpoint(scope, receive, send):
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+
+        asgi = endpoint
+        for cls, args, kwargs in reversed(self.user_middleware):
+            asgi = cls(asgi, *args, **kwargs)
+        out: dict = {"body": []}
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                out["status"], out["headers"] = message["status"], list(message.get("headers", []))
+            else:
+                out["body"].append(bytes(message.get("body", b"")))
+
+        asyncio.run(asgi(scope, receive, send))
+        return out["status"], out["headers"], b"".join(out["body"])
+
+
+app = _App()
+
+
 def make_handler(tm: TokenizerManager):
     sa = tm.server_args
     mc = tm.model_config
@@ -203,12 +250,19 @@ def make_handler(tm: TokenizerManager):
             except ValueError:
                 phrase = ""
             access_logger.info(f'INFO:     {host}:{port} - "{self.command} {self.path} HTTP/1.1" {code} {phrase}')
+            headers = [(b"content-length", str(len(body)).encode())]
+            if body:
+                headers.append((b"content-type", ctype.encode()))
+            scope = {
+                "type": "http", "method": self.command, "path": self.path.split("?", 1)[0], "scheme": "http",
+                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items()],
+            }  # fmt: skip
+            code, headers, body = app.answer(scope, code, headers, body)
             self.send_response_only(code)
             self.send_header("date", self.date_time_string())
             self.send_header("server", "uvicorn")
-            self.send_header("content-length", str(len(body)))
-            if body:
-                self.send_header("content-type", ctype)
+            for name, value in headers:
+                self.send_header(name.decode("latin-1"), value.decode("latin-1"))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
@@ -697,6 +751,7 @@ def launch_server(server_args) -> None:
         _uvicorn("INFO", "Waiting for application shutdown.")
         _uvicorn("INFO", "Application shutdown complete.")
         sys.exit(1)
+    app.started = True
     shown_host = server_args.host if ":" not in server_args.host else f"[{server_args.host}]"
     _uvicorn("INFO", f"Uvicorn running on http://{shown_host}:{server_args.port} (Press CTRL+C to quit)")
 
