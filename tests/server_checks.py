@@ -29,8 +29,9 @@ def problems(**overrides):
     variables["llmops_model_repo_id"] = "zai-org/GLM-5-NVFP4"
     variables["server_own_flags"] = sglang_flags.own_flags("main")
     variables.update(overrides)
+    keyed = bool(variables["llmops_server_api_key"] or variables["llmops_server_admin_api_key"])
     variables["server_extra_args_guarded"] = sglang_flags.guarded_args(
-        variables["server_extra_args"], variables["server_own_flags"]
+        variables["server_extra_args"], variables["server_own_flags"], sglang_flags.unsafe_flags(keyed)
     )
     variables["server_key_problems"] = inventory_values.key_problems(
         {k: variables[k] for k in ("llmops_server_api_key", "llmops_server_admin_api_key")}

@@ -45,11 +45,13 @@ def sglang_own_flags(version):
     return _per_release("sglang_own_flags", sglang_flags.own_flags, version)
 
 
-def sglang_guarded_args(args, own):
-    """[{arg, flag, secret}]: the words of ``args`` that set a secret flag or a flag of ``own`` (prefixes too)."""
+def sglang_guarded_args(args, own, keyed=None):
+    """[{arg, flag, secret, unsafe}]: the words of ``args`` that set a secret flag or a flag of ``own`` (prefixes
+    too); with ``keyed`` (true or false: the server has a key) also the server flags that are never safe."""
     if not isinstance(own, dict):
         raise AnsibleFilterError("sglang_guarded_args: expected sglang_own_flags' dict; found %s" % type(own).__name__)
-    return sglang_flags.guarded_args(list(args) if isinstance(args, (list, tuple)) else [], own)
+    unsafe = None if keyed is None else sglang_flags.unsafe_flags(bool(keyed))
+    return sglang_flags.guarded_args(list(args) if isinstance(args, (list, tuple)) else [], own, unsafe)
 
 
 class FilterModule(object):

@@ -333,6 +333,24 @@ def layout(version):
 # ambiguous prefix is argparse's error. So a guarded flag is refused in every prefix of it, whatever else the release
 # registers (an ambiguous prefix would fail at launch anyway). Secrets are never allowed on the command line.
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
+# Flags server_extra_args may not set whatever their value, with why (the input check's refusal). Each is an option
+# of every release checked (tests/security/test_guarded_flags.py).
+UNSAFE_FLAGS = {
+    "--enable-custom-logit-processor": "it lets every caller send a serialized logit processor that the server "
+    "deserializes and runs, so a request becomes code on the GPU host",
+    "--nccl-port": "it moves the torch distributed store, a listener without a key, to a port the collection's "
+    "listener plan and firewall table do not know (docs/security.md)",
+}
+# ... and on a server with a key: what turns SGLang's key check off.
+KEYED_UNSAFE_FLAGS = {
+    "--tokenizer-worker-num": "SGLang checks no key with more than one tokenizer worker: 0.5.9 http_server.py adds "
+    "its key middleware only when tokenizer_worker_num is 1, so the server would answer anyone",
+}
+
+
+def unsafe_flags(keyed):
+    """{flag: why} of the flags server_extra_args may not set on a server with (``keyed``) or without a key."""
+    return {**UNSAFE_FLAGS, **(KEYED_UNSAFE_FLAGS if keyed else {})}
 
 
 def guarded_flag(arg, guarded):
@@ -350,13 +368,19 @@ def guarded_flag(arg, guarded):
     return hits[0] if hits else None
 
 
-def guarded_args(args, own):
-    """[{arg, flag, secret}] for each word of ``args`` that sets a secret flag or one of ``own`` (flag -> option)."""
+def guarded_args(args, own, unsafe=None):
+    """[{arg, flag, secret, unsafe}] for each word of ``args`` that sets a secret flag, one of ``own`` (flag -> option)
+    or one of ``unsafe`` (flag -> why, unsafe_flags()); ``unsafe`` is the reason, '' for the others."""
+    unsafe = unsafe or {}
     out = []
     for arg in args if isinstance(args, (list, tuple)) else ():
         flag = guarded_flag(arg, SECRET_FLAGS)
         secret = flag is not None
         flag = flag or guarded_flag(arg, list(own))
+        why = ""
+        if not flag:
+            flag = guarded_flag(arg, list(unsafe))
+            why = unsafe.get(flag, "")
         if flag:
-            out.append({"arg": arg.split("=", 1)[0], "flag": flag, "secret": secret})
+            out.append({"arg": arg.split("=", 1)[0], "flag": flag, "secret": secret, "unsafe": why})
     return out

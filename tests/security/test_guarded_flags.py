@@ -101,16 +101,24 @@ def test_every_prefix_a_real_release_resolves_to_a_secret_or_own_flag_is_refused
             for name in opt["names"]:
                 dest_of[name] = _dest(parser, name)
         own = F.own_flags(version)
-        guarded = [f for f in list(own) + list(F.SECRET_FLAGS) if f in dest_of]
+        unsafe = F.unsafe_flags(keyed=True)
+        guarded = [f for f in list(own) + list(F.SECRET_FLAGS) + list(unsafe) if f in dest_of]
         for flag in guarded:
             for cut in range(3, len(flag) + 1):
                 prefix = flag[:cut]
                 resolved = _dest(parser, prefix)
                 if resolved is not None and resolved == dest_of[flag]:
-                    assert F.guarded_args([prefix, "K"], own), (version, prefix)
+                    assert F.guarded_args([prefix, "K"], own, unsafe), (version, prefix)
                     checked += 1
     print(f"prefixes checked: {checked} over {len(specs)} releases")
     assert checked > 100
+
+
+def test_every_unsafe_flag_is_an_option_of_every_release_checked(specs):
+    for version, spec in specs.items():
+        names = set(sglang_cli.option_names(spec))
+        missing = sorted(set(F.unsafe_flags(keyed=True)) - names)
+        assert not missing, f"{version} has no {missing}: the refusal would name a flag the release does not read"
 
 
 def test_no_real_option_of_any_release_is_refused_by_mistake(specs):
@@ -137,3 +145,36 @@ def test_the_server_role_refuses_an_abbreviated_own_flag(server_problems):
         "Expected --host to come from llmops_server_host, not server_extra_args; found --hos (SGLang reads it as "
         "--host) in server_extra_args. Set llmops_server_host and remove it from server_extra_args."
     ]
+
+
+KEY = "Ks4" + "s" * 37  # a key as the controller generates it (40 letters and digits)
+
+
+@pytest.mark.parametrize(
+    "args, flag, why",
+    [
+        (["--enable-custom-logit-processor"], "--enable-custom-logit-processor", "a request becomes code"),
+        (["--enable-custom-logit"], "--enable-custom-logit-processor", "a request becomes code"),
+        (["--nccl-port=29999"], "--nccl-port", "listener plan"),
+        (["--nccl-p", "29999"], "--nccl-port", "listener plan"),
+    ],
+    ids=["custom_logit_processor", "custom_logit_prefix", "nccl_port_equals", "nccl_port_prefix"],
+)
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_the_server_role_refuses_a_flag_that_is_never_safe_with_the_reason(server_problems, args, flag, why, keyed):
+    keys = {"llmops_server_api_key": KEY} if keyed else {}
+    problems = server_problems(server_extra_args=args, **keys)
+    assert (
+        len(problems) == 1
+        and problems[0].startswith(f"Expected no {flag} in server_extra_args (")
+        and why in problems[0]
+    )
+
+
+def test_the_server_role_refuses_more_tokenizer_workers_only_on_a_keyed_server(server_problems):
+    args = ["--tokenizer-worker-num", "4"]
+    assert server_problems(server_extra_args=args) == []  # no key to lose
+    problems = server_problems(server_extra_args=args, llmops_server_api_key=KEY)
+    assert len(problems) == 1 and "SGLang checks no key with more than one tokenizer worker" in problems[0], problems
+    problems = server_problems(server_extra_args=args, llmops_server_admin_api_key=KEY)  # refused for its pair too
+    assert any(p.startswith("Expected no --tokenizer-worker-num in server_extra_args") for p in problems), problems
