@@ -2,12 +2,9 @@
 the router's settings and keys, then its control plane asked with the admin key), against the real sglang-router,
 without nodes.
 
-The router is the pinned release's own wheel (roles/router/defaults router_version; tests/sim/real_releases.py takes it
-from the shared cache or fetches it with pip), unpacked and started on this host's loopback with a client key and an
-admin key, as the role's launcher starts it (sglang_router.router.Router.from_args on the parser's RouterArgs; the
-launcher's other imports - setproctitle, the Python mini load balancer - are not in this venv and not needed). What
-the real router answers here (measured 2026-12-01 with curl before this test was written): GET /workers 401 without a
-key and with the client key, 200 with the admin key.
+The router is the pinned release's own wheel started on this host's loopback with a client key and an admin key
+(tests/real_router.py). What the real router answers here (measured 2026-12-01 with curl before this test was
+written): GET /workers 401 without a key and with the client key, 200 with the admin key.
 
 Proves without nodes: the check passes in check mode (the probe is a GET and runs there; before, uri - which does not
 support check mode - was skipped and the next task stopped every `upgrade.yml --check` with "no answer"), a wrong
@@ -17,88 +14,24 @@ admin key stops the roll with the refusal named, and no key shows in the output 
 from __future__ import annotations
 
 import re
-import socket
-import subprocess
 import sys
-import urllib.error
-import urllib.request
-import zipfile
 from pathlib import Path
 
 import pytest
-import yaml
-from events import wait_until
+from real_router import running_router
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "sim"))
-from real_releases import wheel  # noqa: E402
 
-ROUTER_VERSION = yaml.safe_load((ROOT / "roles" / "router" / "defaults" / "main.yml").read_text())["router_version"]
 CLIENT = "Cq7" + "c" * 37  # keys as the controller generates them (40 letters and digits)
 ADMIN = "Aq7" + "a" * 37
 CHECK = ROOT / "playbooks" / "fleet_router_check.yml"
-START = """
-import argparse, sys
-from sglang_router.router_args import RouterArgs
-from sglang_router.router import Router
-p = argparse.ArgumentParser()
-RouterArgs.add_cli_args(p, use_router_prefix=False)
-args = RouterArgs.from_cli_args(p.parse_args(sys.argv[1:]))
-args._validate_router_args()
-Router.from_args(args).start()
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _answers(url: str):
-    try:
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
 
 
 @pytest.fixture(scope="module")
 def router(tmp_path_factory):
-    """The real router on 127.0.0.1 with CLIENT and ADMIN; stopped (by its PID) at the end of the module."""
-    unpacked = tmp_path_factory.mktemp("router")
-    with zipfile.ZipFile(wheel(ROUTER_VERSION, package="sglang-router")) as z:
-        z.extractall(unpacked)
-    (unpacked / "start_router.py").write_text(START)
-    port, metrics = _free_port(), _free_port()
-    argv = [
-        sys.executable, str(unpacked / "start_router.py"), "--host", "127.0.0.1", "--port", str(port),
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics),
-        "--api-key", CLIENT, "--control-plane-api-keys", f"t:llmops-test:admin:{ADMIN}",
-    ]  # fmt: skip
-    log = (unpacked / "router.log").open("w")
-    proc = subprocess.Popen(
-        argv, cwd=unpacked, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(unpacked)}, stdout=log,
-        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        wait_until(
-            lambda: proc.poll() is not None or _answers(f"http://127.0.0.1:{port}/workers"),
-            "the real sglang-router to answer on loopback",
-        )
-        assert proc.poll() is None, (unpacked / "router.log").read_text()[-2000:]
-        assert _answers(f"http://127.0.0.1:{port}/workers") == 401  # a key is asked: the check below can fail
-        yield {"port": port, "metrics": metrics}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=60)
-        log.close()
+    """The real router on 127.0.0.1 with CLIENT and ADMIN (tests/real_router.py); stopped at the end of the module."""
+    with running_router(tmp_path_factory.mktemp("router"), CLIENT, ADMIN) as r:
+        yield r
 
 
 def _inventory(router, admin_key):

@@ -127,13 +127,18 @@ def test_the_mask_on_starlettes_own_app_keeps_no_key_and_the_announced_length(st
     assert int(got["headers"][b"content-length"]) == len(got["body"])
 
 
-def test_a_release_whose_http_module_has_no_such_app_is_refused_in_one_line(tmp_path):
+def _release_without_an_app(tmp_path):
+    """A stand-in ``sglang`` on tmp_path whose HTTP module's app takes no middleware; launch_server imports it."""
     pkg = tmp_path / "sglang"
     (pkg / "srt" / "entrypoints").mkdir(parents=True)
     for d in (pkg, pkg / "srt", pkg / "srt" / "entrypoints"):
         (d / "__init__.py").write_text("")
     (pkg / "srt" / "entrypoints" / "http_server.py").write_text("app = object()\n")
     (pkg / "launch_server.py").write_text("from sglang.srt.entrypoints.http_server import app\nprint('SERVING')\n")
+
+
+def test_a_release_whose_http_module_has_no_such_app_is_refused_in_one_line(tmp_path):
+    _release_without_an_app(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "SGLANG_API_KEY": API}
     p = subprocess.run(
         [sys.executable, str(LAUNCHER)], env=env, capture_output=True, text=True, timeout=60, check=False
@@ -147,12 +152,7 @@ def test_a_release_whose_http_module_has_no_such_app_is_refused_in_one_line(tmp_
 
 
 def test_without_keys_the_launcher_leaves_the_http_module_alone(tmp_path):
-    pkg = tmp_path / "sglang"
-    (pkg / "srt" / "entrypoints").mkdir(parents=True)
-    for d in (pkg, pkg / "srt", pkg / "srt" / "entrypoints"):
-        (d / "__init__.py").write_text("")
-    (pkg / "srt" / "entrypoints" / "http_server.py").write_text("app = object()\n")
-    (pkg / "launch_server.py").write_text("from sglang.srt.entrypoints.http_server import app\nprint('SERVING')\n")
+    _release_without_an_app(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
     env["PYTHONPATH"] = str(tmp_path)
     p = subprocess.run(

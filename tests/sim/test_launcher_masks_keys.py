@@ -8,20 +8,13 @@ both keys from the environment, nothing on the command line."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import urllib.error
 import urllib.request
-import zipfile
-from pathlib import Path
 
 import pytest
-import yaml
 from events import wait_until
-from real_releases import wheel
+from real_router import running_router
 
-ROOT = Path(__file__).resolve().parents[2]
 READY = "The server is fired up and ready to roll!"
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 API = "Ak3" + "k" * 37  # keys as the controller generates them (40 letters and digits)
@@ -73,46 +66,13 @@ def test_an_unkeyed_server_answers_unmasked_and_the_launcher_adds_nothing(launch
     assert code == 200 and json.loads(body)["api_key"] is None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-ROUTER_START = """
-import argparse, sys
-from sglang_router.router_args import RouterArgs
-from sglang_router.router import Router
-p = argparse.ArgumentParser()
-RouterArgs.add_cli_args(p, use_router_prefix=False)
-args = RouterArgs.from_cli_args(p.parse_args(sys.argv[1:]))
-args._validate_router_args()
-Router.from_args(args).start()
-"""
-
-
 def test_the_router_answers_no_replica_key_to_its_clients_or_to_anyone(keyed, tmp_path):
-    # The real sglang-router (roles/router/defaults router_version) with this replica added as the role adds it
+    # The real sglang-router (tests/real_router.py) with this replica added as the role adds it
     # (POST /workers with the replica's own API key): its /get_server_info and /get_model_info, anonymous and with the
     # clients' key, carry neither of the replica's keys.
     client, control = "Cl3" + "c" * 37, "Ct3" + "t" * 37
-    version = yaml.safe_load((ROOT / "roles" / "router" / "defaults" / "main.yml").read_text())["router_version"]
-    unpacked = tmp_path / "router"
-    with zipfile.ZipFile(wheel(version, package="sglang-router")) as z:
-        z.extractall(unpacked)
-    (unpacked / "start_router.py").write_text(ROUTER_START)
-    port = _free_port()
-    argv = [
-        sys.executable, str(unpacked / "start_router.py"), "--host", "127.0.0.1", "--port", str(port),
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(_free_port()),
-        "--api-key", client, "--control-plane-api-keys", f"t:llmops-test:admin:{control}",
-    ]  # fmt: skip
-    log = (unpacked / "router.log").open("w")
-    proc = subprocess.Popen(
-        argv, cwd=unpacked, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(unpacked)}, stdout=log,
-        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
+    with running_router(tmp_path / "router", client, control) as router:
+        port = router["port"]
 
         def answers(path, key=None, method="GET"):
             try:
@@ -120,8 +80,6 @@ def test_the_router_answers_no_replica_key_to_its_clients_or_to_anyone(keyed, tm
             except OSError:
                 return None, b"", {}
 
-        wait_until(lambda: proc.poll() is not None or answers("/workers")[0] == 401, "the real router to answer")
-        assert proc.poll() is None, (unpacked / "router.log").read_text()[-2000:]
         req = urllib.request.Request(
             f"http://127.0.0.1:{port}/workers", method="POST",
             data=json.dumps({"url": f"http://127.0.0.1:{keyed.port}", "api_key": API}).encode(),
@@ -143,11 +101,3 @@ def test_the_router_answers_no_replica_key_to_its_clients_or_to_anyone(keyed, tm
                 assert API.encode() not in body and ADMIN.encode() not in body, (path, key, body[:300])
         assert seen[("/get_server_info", False)] == 200  # answered, and to anyone: what it answers is the point
         assert json.loads(answers("/get_server_info")[1]).keys() == {"router_manager", "routers_count", "workers_count"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=60)
-        log.close()
