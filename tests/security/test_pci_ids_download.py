@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.llmops.sglang.plugins.module_utils import pci_ids_check
 
@@ -142,3 +144,17 @@ def test_gpu_facts_names_blackwell_from_a_checked_current_database(tmp_path, cur
     res = _run(tmp_path, args)
     assert res.get("failed") is not True, res
     assert res["pci_ids"] == str(current) and res["sm_list"] == ["sm_120"]
+
+
+def test_the_default_download_is_one_fixed_snapshot_with_its_pin():
+    # A pin on a URL whose file changes every day (the upstream's /v2.2/pci.ids) would refuse every download: the
+    # default names one commit of the upstream's snapshot repository, and the pin is that file's sha256 (read from
+    # the repository's snapshot at that commit: 1,659,114 bytes, names 2bb1 "GB202GL [RTX PRO 6000 Blackwell
+    # Workstation Edition]").
+    defaults = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((ROOT / "roles" / "preflight" / "meta" / "argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    url, pin = defaults["preflight_pci_ids_url"], defaults["preflight_pci_ids_sha256"]
+    assert re.fullmatch(r"https://raw\.githubusercontent\.com/pciutils/pciids/[0-9a-f]{40}/pci\.ids", url), url
+    assert re.fullmatch(r"[0-9a-f]{64}", pin), pin
+    assert options["preflight_pci_ids_url"]["default"] == url and options["preflight_pci_ids_sha256"]["default"] == pin
