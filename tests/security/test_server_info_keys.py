@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import importlib.machinery
-import importlib.util
 import json
 import os
 import subprocess
@@ -26,24 +24,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from server_launcher import LAUNCHER, load
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "sim"))
 from real_releases import wheel  # noqa: E402
 
-LAUNCHER = ROOT / "roles" / "server" / "files" / "sglang-launch"
 STARLETTE = "1.10.0"
 RELEASES = ["0.5.9", "0.5.14"]  # the stand-in's two log families (tests/sim/test_standin_lines_match_real_releases.py)
 API = "Ak3" + "k" * 37
 ADMIN = "Dm3" + "m" * 37
-
-
-def _launcher():
-    loader = importlib.machinery.SourceFileLoader("sglang_launch_mask", str(LAUNCHER))
-    spec = importlib.util.spec_from_loader("sglang_launch_mask", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -115,7 +105,7 @@ def test_the_mask_on_starlettes_own_app_keeps_no_key_and_the_announced_length(st
         return starlette.JSONResponse({"api_key": API, "admin_api_key": ADMIN, "launch_command": f"--api-key {API}"})
 
     app = starlette.Starlette(routes=[starlette.Route("/server_info", server_info)])
-    _launcher().guard(types.SimpleNamespace(app=app), [API, ADMIN, ""])
+    load().guard(types.SimpleNamespace(app=app), [API, ADMIN, ""])
     got = _get(app, "/server_info")
     assert got["status"] == 200
     assert API.encode() not in got["body"] and ADMIN.encode() not in got["body"]
@@ -137,12 +127,16 @@ def _release_without_an_app(tmp_path):
     (pkg / "launch_server.py").write_text("from sglang.srt.entrypoints.http_server import app\nprint('SERVING')\n")
 
 
+def _run_launcher(env):
+    return subprocess.run(
+        [sys.executable, str(LAUNCHER)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_a_release_whose_http_module_has_no_such_app_is_refused_in_one_line(tmp_path):
     _release_without_an_app(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "SGLANG_API_KEY": API}
-    p = subprocess.run(
-        [sys.executable, str(LAUNCHER)], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    p = _run_launcher(env)
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
     lines = (p.stdout + p.stderr).splitlines()
     assert len(lines) == 1 and lines[0].startswith("sglang-launch: expected sglang.srt.entrypoints.http_server.app"), (
@@ -155,7 +149,5 @@ def test_without_keys_the_launcher_leaves_the_http_module_alone(tmp_path):
     _release_without_an_app(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
     env["PYTHONPATH"] = str(tmp_path)
-    p = subprocess.run(
-        [sys.executable, str(LAUNCHER)], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    p = _run_launcher(env)
     assert p.returncode == 0 and p.stdout == "SERVING\n", (p.returncode, p.stdout, p.stderr)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from events import GUARD, wait_until
+from server_launcher import LAUNCHER
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_SGLANG = ROOT / "sim" / "sglang"
 SIM_PY = SIM_SGLANG / "python"
 MAKE_MODEL = ROOT / "sim" / "models" / "make_model.py"
 PROFILES = ROOT / "sim" / "gpu" / "profiles"
-LAUNCHER = ROOT / "roles" / "server" / "files" / "sglang-launch"
 SM120_PATCH = SIM_SGLANG / "patches" / "0001-sm120-extend-attention-block-size.patch"
 
 if str(SIM_PY) not in sys.path:

@@ -3,32 +3,23 @@
 The retry arithmetic (module_utils/server_policy.py) and the secret-redacting launcher.
 """
 
-import importlib.machinery
-import importlib.util
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from server_launcher import LAUNCHER, load
+
 from ansible_collections.llmops.sglang.plugins.module_utils import server_policy as sglang_plan
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import plan
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCHER = ROOT / "roles" / "server" / "files" / "sglang-launch"
 GLM5 = ROOT / "tests" / "unit" / "fixtures" / "models" / "glm5-like"
 OOM = (
     "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.83 GiB. GPU 0 has a total "
     "capacity of 95.59 GiB of which 1.02 GiB is free."
 )
-
-
-def _launcher():
-    loader = importlib.machinery.SourceFileLoader("sglang_launch", str(LAUNCHER))
-    spec = importlib.util.spec_from_loader("sglang_launch", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
 
 
 def test_oom_figures_from_torch_message():
@@ -93,14 +84,14 @@ def test_retry_recomputes_the_advice_the_diagnosis_printed_from_its_inputs():
 
 
 def test_launcher_redacts_secrets_split_across_reads():
-    mod = _launcher()
+    mod = load()
     redact, longest = mod.redactor(["sk-secret-123", "", "abc"])  # too-short values are not redacted
     assert longest == len("sk-secret-123")
     assert redact(b"api_key='sk-secret-123' abc") == b"api_key='***' abc"
 
 
 def test_launcher_relay_keeps_whole_lines(tmp_path):
-    mod = _launcher()
+    mod = load()
     redact, longest = mod.redactor(["sk-secret-123"])
     r, w = os.pipe()
     os.write(w, b"a sk-sec")
