@@ -18,9 +18,10 @@ description:
     on every expected rank - KV cache allocated, CUDA-graph capture ended (skipped when graphs are disabled), the
     C(The server is fired up and ready to roll!) line - and, when O(health_url) is given, an HTTP GET returns 200.
   - Never matches output from before this launch. With O(log_source=file) the log file's inode and size are taken
-    before the (re)start and only bytes written after that offset are read; rotation (inode change) and truncation
-    are detected. With O(log_source=journal) only journal entries of the new unit invocation
-    (C(_SYSTEMD_INVOCATION_ID)) are read.
+    right before the start and only bytes written after that offset are read; a restart of a running unit stops it
+    first and takes them once it has stopped, so what the old process logs while it shuts down is not read as the
+    new launch's; rotation (inode change) and truncation are detected. With O(log_source=journal) only journal
+    entries of the new unit invocation (C(_SYSTEMD_INVOCATION_ID)) are read.
   - Fails fast with the outcome (for example V(oom_cuda_graph), V(oom_kv_pool), V(oom_weights),
     V(sm120_shared_memory), V(port_in_use), V(nccl_error), V(crash), V(stalled)), a diagnosis computed from the
     log's own numbers, a machine-readable suggestion and the last 30 log lines, as soon as a failure signature
@@ -430,6 +431,24 @@ def start_unit(run_command, systemctl, verb, unit):
     return rc, text, status
 
 
+def launch_unit(run_command, systemctl, verb, unit, *, active, launch_point=None):
+    """Start (or restart) the unit and return (rc, text, status, (inode, offset)) where the log point is the log
+    file's (inode, size) once only the new process can write to it: a restart of an active unit is ``systemctl
+    stop``, then the point, then ``systemctl start``, because the old process logs while it shuts down (SGLang's
+    "SIGQUIT received ... one child failed" when a rank dies before the main process's own SIGTERM handler runs, a
+    traceback of an interrupted thread) and those lines belong to no launch. ``launch_point``: None for the journal
+    (its invocation id tells the runs apart), giving (None, 0)."""
+    point = launch_point or (lambda: (None, 0))
+    if verb == "restart" and active and launch_point is not None:
+        rc, out, err = run_command([systemctl, "stop", unit], environ_update={"LANG": "C"})
+        if rc != 0:
+            return rc, "stopping the running unit failed: %s" % " ".join((err or out).split()), None, point()
+        verb = "start"
+    where = point()
+    rc, text, status = start_unit(run_command, systemctl, verb, unit)
+    return rc, text, status, where
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The result
 # ---------------------------------------------------------------------------------------------------------------
@@ -652,11 +671,13 @@ def run_module():
                     else "%s is active; would check it without launching" % unit,
                     unit=before,
                 )
-            inode, offset = _file_launch_point(p["log_path"]) if source_kind == "file" else (None, 0)
             if do_launch:
-                launch_time = time.time()
                 verb = "restart" if p["state"] == "restarted" else "start"
-                rc, started, failed_status = start_unit(module.run_command, systemctl, verb, unit)
+                launch_point = (lambda: _file_launch_point(p["log_path"])) if source_kind == "file" else None
+                rc, started, failed_status, (inode, offset) = launch_unit(
+                    module.run_command, systemctl, verb, unit, active=active, launch_point=launch_point
+                )
+                launch_time = time.time()
                 if rc != 0:
                     module.fail_json(
                         msg="expected `systemctl %s %s` to succeed; it returned %d: %s. Check `systemctl status %s` "
@@ -677,6 +698,7 @@ def run_module():
                     invocation = after.get("InvocationID") or ""
                 result["unit"] = after
             else:
+                inode, offset = _file_launch_point(p["log_path"]) if source_kind == "file" else (None, 0)
                 invocation = before.get("InvocationID") or ""
                 launch_time = time.time()
             if source_kind == "journal" and not invocation:

@@ -107,6 +107,14 @@ class Fleet:
         # the router and the replicas' URLs (another module's fleet, e.g. test_driver_upgrade_on_nodes.py, has its own)
         self.router_ip, self.urls = router_ip, set(urls or URLS)
 
+    def log_tails(self, hosts, lines: int = 40) -> dict[str, str]:
+        """The end of each named replica's SGLang log (for a failure message: what the server itself said)."""
+        return {
+            h: ssh(self.key, REPLICAS[h], f"tail -n {lines} /var/log/sglang/server.log", check=False)
+            for h in hosts
+            if h in REPLICAS
+        }
+
     @property
     def client_key(self) -> str:
         return credential(self.inventory, "router-api-key")
@@ -515,7 +523,7 @@ def test_a_rolling_restart_restarts_a_replica_under_load_and_one_that_does_not_c
         after = fleet.served_by_worker()
         assert run.rc != 0
         failures = run.failures()
-        assert [h for h, _, _ in failures] == ["rr2"], failures
+        assert [h for h, _, _ in failures] == ["rr2"], (failures, fleet.log_tails(h for h, _, _ in failures))
         assert "SGLang did not become ready" in failures[0][2], failures[0][2]
         # rr1 was restarted (a new main process), drained first and put back: the router sends to it alone
         assert fleet.main_pid(rr1) != rr1_pid, "rr1 was not restarted"

@@ -253,3 +253,46 @@ def test_module_glm5_oom_fixture_replayed(tmp_path, capsys, on_clock):
     on_clock.at(0.2, on_clock.append(p, (LOGS / "v0_5_9_glm5_capture_oom.log").read_bytes().decode()))
     code, out = run_module({"log_path": str(p), "timeout": 10, "poll_interval": 0.05}, capsys)
     assert code == 1 and out["suggestion"]["value"] == 0.92
+
+
+DYING = lines("SIGQUIT received. signum=None, frame=None. It usually means one child failed.", rank="")
+
+
+@pytest.fixture
+def fake_systemctl(tmp_path, monkeypatch):
+    """A systemctl on PATH for one active unit whose process, as SGLang's does when a rank dies before the main
+    process handles SIGTERM, logs "SIGQUIT received ... one child failed" while it stops (``stop`` and ``restart``).
+    Returns the log path; the calls are kept in calls.txt."""
+    bindir, log = tmp_path / "bin", tmp_path / "server.log"
+    bindir.mkdir()
+    (tmp_path / "state").write_text("active 1")
+    script = bindir / "systemctl"
+    script.write_text(
+        f"""#!/bin/bash
+state={tmp_path}/state log={log}
+echo "$*" >>{tmp_path}/calls.txt
+read -r active inv <"$state"
+case "$1" in
+  show) printf 'ActiveState=%s\\nSubState=running\\nExecMainStatus=0\\nInvocationID=inv%s\\n' "$active" "$inv" ;;
+  stop) [ "$active" = active ] && printf '%s' {json.dumps(DYING)} >>"$log"; echo "inactive $inv" >"$state" ;;
+  start|restart)
+    [ "$1" = restart ] && [ "$active" = active ] && printf '%s' {json.dumps(DYING)} >>"$log"
+    echo "active $((inv + 1))" >"$state" ;;
+esac
+"""
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    log.write_text(STARTUP + CAPTURE_END + READY)  # the running process's start-up
+    return log
+
+
+def test_a_restart_does_not_read_what_the_old_process_logs_while_it_stops(tmp_path, capsys, on_clock, fake_systemctl):
+    on_clock.at(0.3, on_clock.append(fake_systemctl, STARTUP + CAPTURE_END + READY))
+    args = {"name": "sglang.service", "state": "restarted", "log_path": str(fake_systemctl), "timeout": 10,
+            "poll_interval": 0.05}  # fmt: skip
+    code, out = run_module(args, capsys)
+    assert code == 0 and out["outcome"] == "ready", out
+    calls = [c.split()[0] for c in (tmp_path / "calls.txt").read_text().splitlines()]
+    assert calls[calls.index("stop") + 1 :].count("start") == 1 and "restart" not in calls, calls
+    assert "SIGQUIT" in fake_systemctl.read_text()  # the old process did log it, before the new launch's offset
