@@ -31,6 +31,8 @@ def test_the_defaults_pass():
         {"server_logrotate_maxsize": "lots"},
         {"server_environment": {"CUDA-VISIBLE": "0"}},
         {"server_environment": {"NCCL_DEBUG": "INFO\nExecStartPre=/bin/sh"}},
+        {"server_environment": {"LLMOPS_REDACT_ENV": ""}},  # the launcher would stop hiding the keys in the log
+        {"server_environment": {"llmops_api_key_flag": "--x"}},
         {"server_extra_args": ["--tp-size", "4"]},
         {"server_extra_args": ["--cuda-graph-max-bs-decode=8"]},
         {"server_extra_args": ["--context-length 65536\n--port 1"]},
