@@ -76,3 +76,60 @@ def write_private_files(out_dir, files):
                 pass
         os.close(fd)
     return [os.path.join(out_dir, name) for name in files]
+
+
+KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+KEY_LENGTH = 40
+
+
+def fleet_key(directory, name, length=KEY_LENGTH):
+    """The key kept in ``directory``/``name``, generated once (``length`` letters and digits) when the file is absent.
+
+    The directory is made (or made again) 0700 as ``private_dir`` does; a new key is written to a 0600 temporary file
+    created with O_EXCL|O_NOFOLLOW and linked to its name, which fails if another process linked one first: that one
+    is then read, so two forks never hand out different keys and no reader ever sees a partial file. An existing key
+    file that is not a regular file of this user is refused; one readable by others is made 0600. Returns the key (the
+    first word of the file's first line, as Ansible's password lookup writes it)."""
+    import secrets
+
+    if os.sep in name or name in ("", ".", ".."):
+        raise ValueError("a key name without a directory, found %r" % name)
+    fd = private_dir(directory)
+    try:
+        for _attempt in range(2):
+            try:
+                handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)  # a FIFO: no wait
+            except FileNotFoundError:
+                key = "".join(secrets.choice(KEY_CHARS) for _ in range(length))
+                tmp = ".%s.%d.tmp" % (name, os.getpid())
+                try:
+                    os.unlink(tmp, dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE, dir_fd=fd)
+                with os.fdopen(out, "w", encoding="ascii") as fh:
+                    fh.write(key + "\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                try:
+                    os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+                    return key
+                except FileExistsError:
+                    continue  # another process wrote it first: read theirs
+                finally:
+                    os.unlink(tmp, dir_fd=fd)
+            with os.fdopen(handle, "r", encoding="utf-8") as fh:
+                st = os.fstat(fh.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                    raise OSError(errno.EPERM, "not a regular file of this user; refusing to read a key from it", name)
+                if stat.S_IMODE(st.st_mode) & 0o077:
+                    os.fchmod(fh.fileno(), FILE_MODE)
+                words = fh.readline().split()
+            if not words:
+                raise ValueError(
+                    "%s/%s is empty: remove it to generate a new key, or write the key into it" % (directory, name)
+                )
+            return words[0]
+        raise OSError(errno.EEXIST, "could not read or create the key", name)
+    finally:
+        os.close(fd)

@@ -212,6 +212,25 @@ def test_the_keys_are_generated_once_per_fleet_0600_in_a_0700_directory_and_neve
     assert not (ROOT / "playbooks" / "credentials").exists()
 
 
+def test_a_credentials_directory_open_to_others_is_closed_and_its_keys_kept(tmp_path, ansible_playbook):
+    # A directory made by hand (or by a checkout) 0755 with a key an earlier run left 0644: the run makes both private
+    # again and keeps the key (Ansible's password lookup created a missing directory 0700 but left an existing one as
+    # it was, and wrote each new key to a file that existed before its mode was set).
+    creds = tmp_path / "credentials"
+    creds.mkdir(mode=0o755)
+    creds.chmod(0o755)
+    kept = "K" * 20 + "7" * 20
+    (creds / "router-api-key").write_text(kept + "\n")
+    (creds / "router-api-key").chmod(0o644)
+    run = ansible_playbook(tmp_path, _fleet(tmp_path), PLAN)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert stat.S_IMODE(creds.stat().st_mode) == 0o700
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in creds.iterdir()} == dict.fromkeys(
+        ["replica-g1-admin-api-key", "replica-g1-api-key", "replica-g2-admin-api-key", "replica-g2-api-key",
+         "router-admin-key", "router-api-key"], 0o600)  # fmt: skip
+    assert (creds / "router-api-key").read_text().split() == [kept]
+
+
 def test_keyed_replicas_behind_the_router_are_accepted(tmp_path, ansible_playbook):
     inv = _fleet(tmp_path)
     inv["all"]["children"]["gpu_servers"]["hosts"]["g1"]["llmops_server_api_key"] = SECRET
