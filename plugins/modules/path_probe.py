@@ -32,6 +32,15 @@ options:
     description: The largest file whose content is returned.
     type: int
     default: 1048576
+  private_dirs:
+    description:
+      - Name to a directory that must be private to root (the build tree, the directories of secret files);
+        RV(private_dirs) says for each why it cannot be, or null when it can.
+      - It can when, if it exists, it is a real directory (not a symlink) owned by root, and every directory above it
+        that exists is owned by root and writable by root alone (a sticky, world-writable directory such as
+        C(/var/tmp) lets any account create the name first).
+    type: dict
+    default: {}
 author:
   - llmops.sglang developers (@llmops)
 """
@@ -55,6 +64,10 @@ users:
   description: Account name to C({exists, uid, gid, home}).
   returned: always
   type: dict
+private_dirs:
+  description: Name to the reason the directory cannot be private to root (words after its path), or null.
+  returned: always
+  type: dict
 """
 
 import base64
@@ -63,6 +76,7 @@ import pwd
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.host_paths import private_dir_problem
 
 
 def probe(path, read, max_bytes):
@@ -99,6 +113,7 @@ def main():
             paths=dict(type="dict", required=True),
             users=dict(type="list", elements="str", default=[]),
             max_bytes=dict(type="int", default=1048576),
+            private_dirs=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -115,7 +130,8 @@ def main():
             users[name] = {"exists": True, "uid": u.pw_uid, "gid": u.pw_gid, "home": u.pw_dir}
         except KeyError:
             users[name] = {"exists": False}
-    module.exit_json(changed=False, paths=result, users=users)
+    private = {name: private_dir_problem(str(path)) for name, path in module.params["private_dirs"].items()}
+    module.exit_json(changed=False, paths=result, users=users, private_dirs=private)
 
 
 if __name__ == "__main__":
