@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+import yaml
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
@@ -17,6 +18,9 @@ BUILD_DIR = "/var/lib/llmops-sglang-build"
 PACKAGES = ("flash-attn", "sgl-kernel", "sglang")
 HOSTS = ("bd1", "bd2", "bd3")
 MIB_PER_THREAD = {"flash-attn": 2048, "sgl-kernel": 1024}
+# The release tag the lab pins, as an operator pins one (the stand-in repository tags v0.5.8 and v0.5.9).
+SIM_BUILD = Path(__file__).resolve().parents[3] / "inventories" / "sim" / "group_vars" / "gpu_servers" / "build.yml"
+PINNED = yaml.safe_load(SIM_BUILD.read_text())["sglang_version"]
 
 
 def _host(name):
@@ -112,7 +116,8 @@ def test_torch_and_sglang_import(name):
     imported = h.check_output(f"cd / && {VENV}/bin/python -c '{code}'")
     shown = h.check_output(f"{VENV}/bin/pip show sglang | sed -n 's/^Version: //p'")
     rec = json.loads(h.file("/var/lib/llmops-sglang/sglang.json").content_string)
-    assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+(\+g[0-9a-f]{7,})?)?", imported), imported
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", PINNED), PINNED
+    assert imported == PINNED.removeprefix("v"), (imported, PINNED)  # the tag builds as the release it names
     assert imported == shown == rec["version"] == rec["import_version"]
     assert rec["version_checked_by"] == "import sglang"
     assert len(rec["commit"]) == 40
