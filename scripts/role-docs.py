@@ -29,6 +29,9 @@ READ_FROM = re.compile(r"^Read from role ([a-z0-9_]+)\.$")
 PUBLISHED = "Published by this role at run time."
 
 
+DOC_ONLY = "(documentation only"
+
+
 def lines_of(opt):
     desc = opt.get("description", "")
     return [str(d).strip() for d in (desc if isinstance(desc, list) else [desc])]
@@ -43,10 +46,21 @@ def crossing(opt):
     return "published" if PUBLISHED in lines_of(opt) else None
 
 
+def documented(spec):
+    """The role's variables: the main entry point's options and those of its documentation-only entry points (options
+    kept out of the main entry point because ansible-core templates every option it validates at the role's start)."""
+    eps = spec["argument_specs"]
+    out = dict(eps["main"].get("options", {}))
+    for name, ep in eps.items():
+        if name != "main" and DOC_ONLY in str((ep or {}).get("short_description", "")):
+            out.update((ep or {}).get("options", {}))
+    return out
+
+
 def render(spec):
-    main = spec["argument_specs"]["main"]
-    own = [(n, o) for n, o in main.get("options", {}).items() if crossing(o) is None]
-    other = [(n, o) for n, o in main.get("options", {}).items() if crossing(o) is not None]
+    options = documented(spec)
+    own = [(n, o) for n, o in options.items() if crossing(o) is None]
+    other = [(n, o) for n, o in options.items() if crossing(o) is not None]
     lines = [BEGIN, "", "| Variable | Type | Default | Description |", "|---|---|---|---|"]
     for name, opt in own:
         desc = " ".join(lines_of(opt))
@@ -74,7 +88,7 @@ def main(check):
     problems = []
     for role in sorted(p for p in (ROOT / "roles").iterdir() if (p / "meta/argument_specs.yml").exists()):
         spec = yaml.safe_load((role / "meta/argument_specs.yml").read_text())
-        options = spec["argument_specs"]["main"].get("options", {})
+        options = documented(spec)
         defaults_file = role / "defaults/main.yml"
         defaults = yaml.safe_load(defaults_file.read_text()) or {} if defaults_file.exists() else {}
         derived = {}

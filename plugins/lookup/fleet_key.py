@@ -36,6 +36,11 @@ options:
     description: Length of a new key.
     type: int
     default: 40
+  value:
+    description:
+      - The key to keep when the file is absent, instead of a new one - a key the running fleet already holds, taken
+        from its hosts by a control node that had none. An existing file is never replaced.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -61,7 +66,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.private_files import
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
-        directory, length = self.get_option("directory"), self.get_option("length")
+        directory, length, value = self.get_option("directory"), self.get_option("length"), self.get_option("value")
         if not isinstance(length, int) or length < 16:
             raise AnsibleError(
                 "expected length to be an integer of at least 16; found %r. Leave it out for 40." % (length,)
@@ -69,7 +74,7 @@ class LookupModule(LookupBase):
         keys = []
         for term in terms:
             try:
-                keys.append(fleet_key(directory, str(term), length))
+                keys.append(fleet_key(directory, str(term), length, value=value))
             except (OSError, ValueError) as exc:
                 raise AnsibleError(
                     "expected a private key file %s in %s; found a problem: %s. Fix the directory or the file "

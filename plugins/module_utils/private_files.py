@@ -82,25 +82,32 @@ KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 KEY_LENGTH = 40
 
 
-def fleet_key(directory, name, length=KEY_LENGTH):
+def fleet_key(directory, name, length=KEY_LENGTH, value=None):
     """The key kept in ``directory``/``name``, generated once (``length`` letters and digits) when the file is absent.
 
     The directory is made (or made again) 0700 as ``private_dir`` does; a new key is written to a 0600 temporary file
     created with O_EXCL|O_NOFOLLOW and linked to its name, which fails if another process linked one first: that one
     is then read, so two forks never hand out different keys and no reader ever sees a partial file. An existing key
     file that is not a regular file of this user is refused; one readable by others is made 0600. Returns the key (the
-    first word of the file's first line, as Ansible's password lookup writes it)."""
+    first word of the file's first line, as Ansible's password lookup writes it).
+
+    ``value``: the key to keep when the file is absent, instead of a new one (a key the running fleet already holds,
+    taken from its hosts by a control node that had none); an existing file is never replaced."""
     import secrets
 
     if os.sep in name or name in ("", ".", ".."):
         raise ValueError("a key name without a directory, found %r" % name)
+    if value is not None and (
+        not isinstance(value, str) or not value or len(value.split()) != 1 or value != value.strip()
+    ):
+        raise ValueError("a key to keep is one word without spaces or line breaks (its value is not shown)")
     fd = private_dir(directory)
     try:
         for _attempt in range(2):
             try:
                 handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)  # a FIFO: no wait
             except FileNotFoundError:
-                key = "".join(secrets.choice(KEY_CHARS) for _ in range(length))
+                key = value if value is not None else "".join(secrets.choice(KEY_CHARS) for _ in range(length))
                 tmp = ".%s.%d.tmp" % (name, os.getpid())
                 try:
                     os.unlink(tmp, dir_fd=fd)
@@ -133,3 +140,32 @@ def fleet_key(directory, name, length=KEY_LENGTH):
         raise OSError(errno.EEXIST, "could not read or create the key", name)
     finally:
         os.close(fd)
+
+
+def held_keys(text, wanted):
+    """The keys a host holds, from the text of its key file: ``wanted`` maps a key's name on the control node to its
+    field in the file - an environment file's variable (``SGLANG_API_KEY``, from ``NAME=value`` lines) or a JSON
+    object's member (``api_key``). Returns {name: key} for the fields present and non-empty; a file that is neither
+    gives {}."""
+    import json
+
+    fields = {}
+    stripped = (text or "").strip()
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(stripped)
+        except ValueError:
+            doc = {}
+        if isinstance(doc, dict):
+            fields = dict((k, v) for k, v in doc.items() if isinstance(v, str))
+    else:
+        for line in stripped.splitlines():
+            name, sep, value = line.partition("=")
+            if sep and name.strip() and not name.lstrip().startswith("#"):
+                fields[name.strip()] = value.strip().strip("'\"")
+    out = {}
+    for name, field in (wanted or {}).items():
+        value = fields.get(field)
+        if isinstance(value, str) and value and len(value.split()) == 1:
+            out[name] = value
+    return out

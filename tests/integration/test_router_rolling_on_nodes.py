@@ -321,6 +321,32 @@ def test_replicas_come_up_behind_the_router_and_a_rerun_changes_nothing(fleet):
     )
 
 
+def test_a_second_control_node_without_the_keys_takes_the_fleets_and_changes_nothing(fleet):
+    # A CI job's fresh checkout of the inventory: everything but credentials/ (git-ignored). It runs the stages against
+    # the serving fleet under a client loop through the router: it takes each key from the host that holds it
+    # (playbooks/fleet_keys.yml) instead of generating new ones, so nothing restarts and no request fails.
+    ci = fleet.work / "ci-inventory"
+    shutil.copytree(fleet.inventory, ci, ignore=shutil.ignore_patterns("credentials"))
+    assert not (ci / "credentials").exists()
+    keys = fleet_secrets(fleet)
+    pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
+    before = fleet.served_by_worker()
+    loop = ClientLoop(limit=20000, deadline=600, key=fleet.client_key).start()
+    fleet.wait_served_by_both(before)
+    run = Fleet(fleet.key, ci, fleet.work).playbook(STAGES)
+    loop.stop()
+    assert run.rc == 0, run.why()
+    assert run.changed() == [], run.changed()
+    assert {p.name: p.read_text().strip() for p in sorted((ci / "credentials").iterdir())} == keys
+    assert {ip: fleet.main_pid(ip) for ip in REPLICAS.values()} == pids
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    assert [n for n, k in keys.items() if k in run.stdout + run.stderr] == []
+    FIGURES.append(
+        f"second control node (no credentials/): {run.seconds:.0f} s, changed=0, keys taken from the hosts, "
+        f"{loop.codes[200]} requests served during it, {loop.failed} failed"
+    )
+
+
 def test_the_router_spreads_a_client_loop_over_both_replicas(fleet):
     before = fleet.served_by_worker()
     loop = ClientLoop(limit=500, deadline=GUARD, key=fleet.client_key).start().join()  # the deadline is a hang guard

@@ -33,6 +33,15 @@ def inventory(tmp_path, routers=True):
     }
     path = tmp_path / "hosts.yml"
     path.write_text(json.dumps(inv))
+    # a control node that has the fleet's keys (playbooks/fleet_keys.yml reaches no host then): the refusals below
+    # must come before any connection
+    creds = tmp_path / "credentials"
+    creds.mkdir(mode=0o700)
+    names = ["router-api-key", "router-admin-key"] if routers else []
+    for r in ("gpu01", "gpu03"):
+        names += [f"replica-{r}-api-key", f"replica-{r}-admin-api-key"]
+    for i, name in enumerate(names):
+        (creds / name).write_text(f"Key{i:02d}" + "k" * 35 + "\n")
     return path
 
 
