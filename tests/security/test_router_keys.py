@@ -161,10 +161,24 @@ def test_a_replica_whose_admin_key_equals_its_api_key_is_refused():
     assert len(found) == 1 and "to differ" in found[0] and SECRET not in found[0]
 
 
-def test_a_server_admin_key_without_an_api_key_is_refused(server_problems):
-    found = server_problems(llmops_server_admin_api_key=SECRET)
+def test_a_server_admin_key_without_an_api_key_is_refused_off_loopback(server_problems):
+    found = server_problems(llmops_server_admin_api_key=SECRET, llmops_server_host="0.0.0.0")
     assert len(found) == 1 and found[0].startswith("Expected llmops_server_api_key to be set when"), found
     assert SECRET not in found[0]
+    # on loopback the admin key alone is the default: local clients keep the OpenAI routes, the admin routes are keyed
+    assert server_problems(llmops_server_admin_api_key=SECRET) == []
+
+
+def test_a_stand_alone_server_on_loopback_gets_an_admin_key_and_no_api_key(tmp_path, ansible_playbook):
+    # Every local account reaches a loopback port: without an admin key, SGLang's admin routes
+    # (/update_weights_from_disk, /flush_cache, /configure_logging, ...) answer any of them.
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inv = {"all": {"vars": local, "children": {"gpu_servers": {"hosts": {"g1": {"ansible_host": "10.9.0.1"}}}}}}
+    run = ansible_playbook(tmp_path, inv, PLAN)
+    assert run.returncode == 0, run.stdout[-3000:]
+    creds = tmp_path / "credentials"
+    assert sorted(p.name for p in creds.iterdir()) == ["replica-g1-admin-api-key"]
+    assert stat.S_IMODE((creds / "replica-g1-admin-api-key").stat().st_mode) == 0o600
 
 
 def test_an_abbreviated_admin_key_flag_in_server_extra_args_is_refused(server_problems):
