@@ -80,10 +80,22 @@ def write_private_files(out_dir, files):
 
 KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 KEY_LENGTH = 40
+# A key's file is NAME.txt: the credentials directory lies in the inventory's directory by default, and Ansible reads
+# every file of an inventory directory, its subdirectories included, as an inventory source - a file holding one word
+# became a host named by the key (seen in a run's output as "<key>: Name or service not known"). Ansible skips files
+# ending in .txt there (INVENTORY_IGNORE_EXTS, and its REJECT_EXTS default); a key file of an earlier release (NAME)
+# is renamed to NAME.txt the first time it is read.
+KEY_SUFFIX = ".txt"
 
 
-def fleet_key(directory, name, length=KEY_LENGTH, value=None):
-    """The key kept in ``directory``/``name``, generated once (``length`` letters and digits) when the file is absent.
+def key_file(name):
+    """The file name of the key ``name`` in the credentials directory."""
+    return name + KEY_SUFFIX
+
+
+def fleet_key(directory, name, length=KEY_LENGTH, value=None, create=True):
+    """The key kept in ``directory``/``name``.txt, generated once (``length`` letters and digits) when the file is
+    absent (``create``: False returns "" instead).
 
     The directory is made (or made again) 0700 as ``private_dir`` does; a new key is written to a 0600 temporary file
     created with O_EXCL|O_NOFOLLOW and linked to its name, which fails if another process linked one first: that one
@@ -102,13 +114,25 @@ def fleet_key(directory, name, length=KEY_LENGTH, value=None):
     ):
         raise ValueError("a key to keep is one word without spaces or line breaks (its value is not shown)")
     fd = private_dir(directory)
+    fname, old = key_file(name), name
     try:
+        try:
+            ost = os.stat(old, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISREG(ost.st_mode) and ost.st_uid == os.geteuid():
+                try:
+                    os.stat(fname, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    os.rename(old, fname, src_dir_fd=fd, dst_dir_fd=fd)  # an earlier release's name
+        except FileNotFoundError:
+            pass
         for _attempt in range(2):
             try:
-                handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)  # a FIFO: no wait
+                handle = os.open(fname, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)  # a FIFO: no wait
             except FileNotFoundError:
+                if not create:
+                    return ""
                 key = value if value is not None else "".join(secrets.choice(KEY_CHARS) for _ in range(length))
-                tmp = ".%s.%d.tmp" % (name, os.getpid())
+                tmp = ".%s.%d.tmp" % (fname, os.getpid())
                 try:
                     os.unlink(tmp, dir_fd=fd)
                 except FileNotFoundError:
@@ -119,7 +143,7 @@ def fleet_key(directory, name, length=KEY_LENGTH, value=None):
                     fh.flush()
                     os.fsync(fh.fileno())
                 try:
-                    os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+                    os.link(tmp, fname, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
                     return key
                 except FileExistsError:
                     continue  # another process wrote it first: read theirs
@@ -128,16 +152,16 @@ def fleet_key(directory, name, length=KEY_LENGTH, value=None):
             with os.fdopen(handle, "r", encoding="utf-8") as fh:
                 st = os.fstat(fh.fileno())
                 if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-                    raise OSError(errno.EPERM, "not a regular file of this user; refusing to read a key from it", name)
+                    raise OSError(errno.EPERM, "not a regular file of this user; refusing to read a key from it", fname)
                 if stat.S_IMODE(st.st_mode) & 0o077:
                     os.fchmod(fh.fileno(), FILE_MODE)
                 words = fh.readline().split()
             if not words:
                 raise ValueError(
-                    "%s/%s is empty: remove it to generate a new key, or write the key into it" % (directory, name)
+                    "%s/%s is empty: remove it to generate a new key, or write the key into it" % (directory, fname)
                 )
             return words[0]
-        raise OSError(errno.EEXIST, "could not read or create the key", name)
+        raise OSError(errno.EEXIST, "could not read or create the key", fname)
     finally:
         os.close(fd)
 

@@ -225,6 +225,29 @@ def report_hosts(reported, touched, groups):
     return sorted(hosts), routers
 
 
+def gpu_health(value):
+    """The record's GPU health verdict as the report shows it: {verdict, phase, problems} (at most 20 sentences, each
+    scrubbed and cut), or None when the host has none (no reading, an older record, a malformed entry)."""
+    if not isinstance(value, dict) or value.get("verdict") not in ("ok", "warning", "critical"):
+        return None
+    problems = value.get("problems") if isinstance(value.get("problems"), list) else []
+    phase = value.get("phase") if value.get("phase") in ("idle", "load") else None
+    return {
+        "verdict": value["verdict"],
+        "phase": phase,
+        "problems": [record_schema.scrub_text(str(x))[:400] for x in problems[:20]],
+    }
+
+
+def gpu_health_text(health):
+    """One phrase: 'ok (under load)', 'warning (idle): 2 checks' ... or None."""
+    if not health:
+        return None
+    when = {"load": " (under load)", "idle": " (idle)"}.get(health.get("phase"), "")
+    n = len(health.get("problems") or [])
+    return "%s%s%s" % (health["verdict"], when, ": %d check(s) not ok" % n if n else "")
+
+
 def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, unreachable=None, router=False):
     """One host of the report from whatever the run left for it (see the module docstring). ``router``: a host of
     the sglang_routers group (no GPU server): shown, but no replica and not counted as a server."""
@@ -284,6 +307,7 @@ def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, u
         "attempts": list(((rec.get("memory") or {}).get("attempts")) or []),
         "smoke_test": rec.get("smoke_test"),
         "metrics_check": rec.get("metrics_check"),
+        "gpu_health": gpu_health(rec.get("gpu_health")),
         "diagnosis": None,
         "suggestion": None,
         "failure_line": None,

@@ -19,6 +19,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import (
     SEGMENTS,
     event_detail,
+    gpu_health_text,
     replica_state_text,
 )
 
@@ -272,10 +273,14 @@ def host_section(host, scale_gb, span):
         ("URL", host.get("url")),
         ("smoke test", host.get("smoke_test")),
         ("metrics", host.get("metrics_check")),
+        ("GPU health", gpu_health_text(host.get("gpu_health"))),
     ):
         if value not in (None, ""):
             facts.append("<span><b>%s</b> %s</span>" % (esc(label), esc(value)))
     body = [head, '<p class="facts">%s</p>' % " ".join(facts), failure_block(host)]
+    problems = (host.get("gpu_health") or {}).get("problems") or []
+    if problems:
+        body.append('<ul class="health">%s</ul>' % "".join("<li>%s</li>" % esc(x) for x in problems))
     body.append("<h3>GPU memory</h3>")
     if host["gpus"]:
         body.append(gpu_bars_svg(host, scale_gb))

@@ -9,7 +9,11 @@ passes through ``neutral`` (control and bidi characters shown escaped), so a rec
 
 from __future__ import annotations
 
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import event_detail, replica_state_text
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import (
+    event_detail,
+    gpu_health_text,
+    replica_state_text,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_html import neutral
 
 # What runs, and what ran before it: (label, current key, previous key) of a host's "versions".
@@ -80,6 +84,12 @@ def render_text(data):
         "What runs where:",
     ]
     lines += ["  " + x for x in runs_lines(data.get("hosts") or [])]
+    health = [h for h in data.get("hosts") or [] if h.get("gpu_health")]
+    if health:
+        lines += ["", "GPU health (the last reading of the server stage):"]
+        for h in health:
+            lines.append("  %s  %s" % (neutral(h["host"]), neutral(gpu_health_text(h["gpu_health"]))))
+            lines += ["    - " + neutral(x) for x in h["gpu_health"].get("problems") or []]
     lines.append("")
     lines += roll_lines(data.get("roll"))
     return "\n".join(lines) + "\n"

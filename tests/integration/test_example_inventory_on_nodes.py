@@ -130,7 +130,7 @@ def test_the_example_inventory_serves_behind_the_router_and_a_second_run_changes
     FIGURES.append(f"site.yml on the example inventory, cold: {seconds:.0f} s")
 
     # the keys the run generated beside the copy, as the example tells the user (group_vars/all/shared.yml)
-    keys = {name: (copy / "credentials" / name).read_text().strip() for name in ("router-api-key", "router-admin-key")}
+    keys = {n: (copy / "credentials" / f"{n}.txt").read_text().strip() for n in ("router-api-key", "router-admin-key")}
     workers = get(f"{ROUTER}/workers", key=keys["router-admin-key"])["workers"]
     assert {w["url"]: w["is_healthy"] for w in workers} == {
         "http://10.213.0.121:30000": True,  # replica glm-tp16: gpu01 (head) + gpu02

@@ -85,7 +85,7 @@ class Run:
 
 def credential(inventory, name: str) -> str:
     """A key the collection generated on the controller (llmops_credentials_dir = the inventory's credentials/)."""
-    return (inventory / "credentials" / name).read_text().strip()
+    return (inventory / "credentials" / f"{name}.txt").read_text().strip()
 
 
 def bearer(key: str) -> dict[str, str]:

@@ -4,10 +4,14 @@ different, never read from a planted file."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import re
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,10 +27,10 @@ def test_a_new_key_is_40_letters_and_digits_in_a_0600_file_of_a_new_0700_directo
     d = tmp_path / "inv" / "credentials"
     key = fleet_key(str(d), "router-api-key")
     assert re.fullmatch(r"[A-Za-z0-9]{40}", key)
-    assert (d / "router-api-key").read_text() == key + "\n"
-    assert (mode(d), mode(d / "router-api-key")) == (0o700, 0o600)
+    assert (d / "router-api-key.txt").read_text() == key + "\n"
+    assert (mode(d), mode(d / "router-api-key.txt")) == (0o700, 0o600)
     assert fleet_key(str(d), "router-api-key") == key  # kept: the same key at every later run
-    assert sorted(p.name for p in d.iterdir()) == ["router-api-key"]  # no temporary file left
+    assert sorted(p.name for p in d.iterdir()) == ["router-api-key.txt"]  # no temporary file left
 
 
 def test_the_key_file_is_whole_and_0600_before_it_has_its_name(tmp_path, monkeypatch):
@@ -52,10 +56,12 @@ def test_an_existing_directory_and_key_open_to_others_are_closed_and_the_key_kep
     d = tmp_path / "credentials"
     d.mkdir()
     d.chmod(0o755)
-    (d / "k").write_text("abcdefghijABCDEFGHIJ0123456789abcdefghij salt=xyz\n")  # as ansible.builtin.password writes
-    (d / "k").chmod(0o644)
+    (d / "k.txt").write_text(
+        "abcdefghijABCDEFGHIJ0123456789abcdefghij salt=xyz\n"
+    )  # as ansible.builtin.password writes
+    (d / "k.txt").chmod(0o644)
     assert fleet_key(str(d), "k") == "abcdefghijABCDEFGHIJ0123456789abcdefghij"
-    assert (mode(d), mode(d / "k")) == (0o700, 0o600)
+    assert (mode(d), mode(d / "k.txt")) == (0o700, 0o600)
 
 
 @pytest.mark.parametrize("planted", ["symlink to a file", "symlink to a directory", "fifo"])
@@ -65,12 +71,12 @@ def test_a_planted_key_file_is_refused_and_not_followed(tmp_path, planted):
     target = tmp_path / "elsewhere"
     if planted == "symlink to a file":
         target.write_text("attacker-chosen-key-0123456789abcdefghij\n")
-        (d / "k").symlink_to(target)
+        (d / "k.txt").symlink_to(target)
     elif planted == "symlink to a directory":
         target.mkdir()
-        (d / "k").symlink_to(target)
+        (d / "k.txt").symlink_to(target)
     else:
-        os.mkfifo(d / "k")
+        os.mkfifo(d / "k.txt")
     with pytest.raises(OSError):
         fleet_key(str(d), "k")
 
@@ -91,7 +97,7 @@ def test_a_name_with_a_directory_part_is_refused(tmp_path, name):
 
 
 def test_an_empty_key_file_is_refused_in_one_sentence(tmp_path):
-    (tmp_path / "k").write_text("")
+    (tmp_path / "k.txt").write_text("")
     with pytest.raises(ValueError, match="is empty: remove it"):
         fleet_key(str(tmp_path), "k")
 
@@ -113,4 +119,28 @@ def test_processes_generating_the_same_key_at_once_all_get_the_one_kept(tmp_path
         p.join(timeout=60)
     assert [p.exitcode for p in procs] == [0] * n
     assert len(set(keys)) == 1
-    assert (tmp_path / "c" / "replica-r1-api-key").read_text().split() == [keys[0]]
+    assert (tmp_path / "c" / "replica-r1-api-key.txt").read_text().split() == [keys[0]]
+
+
+def test_a_key_file_of_an_earlier_release_is_renamed_and_kept(tmp_path):
+    (tmp_path / "router-api-key").write_text("Old0" + "o" * 36 + "\n")
+    assert fleet_key(str(tmp_path), "router-api-key", create=False) == "Old0" + "o" * 36
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["router-api-key.txt"]
+    assert fleet_key(str(tmp_path), "router-admin-key", create=False) == ""  # asked, not generated
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["router-api-key.txt"]
+
+
+def test_keys_in_an_inventory_directory_are_not_read_as_hosts(tmp_path):
+    # The default credentials directory is INVENTORY/credentials, and ansible-playbook -i INVENTORY reads every file
+    # of an inventory directory (subdirectories included) as an inventory source: a key file without .txt became a
+    # host named by the key, which a play on "all" then tried to reach (its name in DNS lookups and in the output).
+    inv = tmp_path / "inventory"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    g1: {}\n")
+    key = fleet_key(str(inv / "credentials"), "router-api-key")
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-inventory")), "-i", str(inv), "--list"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert key not in out and json.loads(out)["_meta"]["hostvars"].keys() <= {"g1"}
+    assert "g1" in out

@@ -61,7 +61,7 @@ def router_file(tmp_path: Path) -> tuple[str, str]:
 
 
 def kept(tmp_path: Path) -> dict[str, str]:
-    return {p.name: p.read_text().split()[0] for p in (tmp_path / "credentials").iterdir()}
+    return {p.name.removesuffix(".txt"): p.read_text().split()[0] for p in (tmp_path / "credentials").iterdir()}
 
 
 def shown(run, keys=FLEET_KEYS) -> list[str]:
@@ -84,8 +84,8 @@ def test_a_control_node_with_other_keys_stops_before_it_replaces_the_fleets(tmp_
     creds = tmp_path / "credentials"
     creds.mkdir(mode=0o700)
     own = "Mine" + "z" * 36
-    (creds / "replica-g2-api-key").write_text(own + "\n")
-    (creds / "replica-g2-api-key").chmod(0o600)
+    (creds / "replica-g2-api-key.txt").write_text(own + "\n")
+    (creds / "replica-g2-api-key.txt").chmod(0o600)
     run = ansible_playbook(tmp_path, fleet(tmp_path), PLAN, *router_file(tmp_path))
     assert run.returncode != 0
     out = " ".join(run.stdout.split())
@@ -94,7 +94,7 @@ def test_a_control_node_with_other_keys_stops_before_it_replaces_the_fleets(tmp_
     )
     assert "Nothing was changed" in out and "llmops_rotate_keys" in out
     assert shown(run, {**FLEET_KEYS, "own": own}) == []
-    assert (creds / "replica-g2-api-key").read_text().split() == [own]  # its own key left as it was
+    assert (creds / "replica-g2-api-key.txt").read_text().split() == [own]  # its own key left as it was
     # a rotation is asked for: the control node's key goes on (the server stage then restarts g2 with it)
     rotate = ansible_playbook(tmp_path, fleet(tmp_path), PLAN, *router_file(tmp_path), "-e", "llmops_rotate_keys=true")
     assert rotate.returncode == 0, rotate.stdout[-3000:]
@@ -120,7 +120,7 @@ def test_a_control_node_with_every_key_reaches_no_host(tmp_path, ansible_playboo
     creds = tmp_path / "credentials"
     creds.mkdir(mode=0o700)
     for name, key in FLEET_KEYS.items():
-        (creds / name).write_text(key + "\n")
+        (creds / f"{name}.txt").write_text(key + "\n")
     run = ansible_playbook(tmp_path, inv, ROOT / "playbooks" / "fleet_keys.yml", *router_file(tmp_path))
     assert run.returncode == 0 and "UNREACHABLE" not in run.stdout, run.stdout[-3000:]
 

@@ -177,8 +177,8 @@ def test_a_stand_alone_server_on_loopback_gets_an_admin_key_and_no_api_key(tmp_p
     run = ansible_playbook(tmp_path, inv, PLAN)
     assert run.returncode == 0, run.stdout[-3000:]
     creds = tmp_path / "credentials"
-    assert sorted(p.name for p in creds.iterdir()) == ["replica-g1-admin-api-key"]
-    assert stat.S_IMODE((creds / "replica-g1-admin-api-key").stat().st_mode) == 0o600
+    assert sorted(p.name for p in creds.iterdir()) == ["replica-g1-admin-api-key.txt"]
+    assert stat.S_IMODE((creds / "replica-g1-admin-api-key.txt").stat().st_mode) == 0o600
 
 
 def test_an_abbreviated_admin_key_flag_in_server_extra_args_is_refused(server_problems):
@@ -212,8 +212,8 @@ def test_the_keys_are_generated_once_per_fleet_0600_in_a_0700_directory_and_neve
     creds = tmp_path / "credentials"
     files = sorted(p.name for p in creds.iterdir())
     assert files == [
-        "replica-g1-admin-api-key", "replica-g1-api-key", "replica-g2-admin-api-key", "replica-g2-api-key",
-        "router-admin-key", "router-api-key",
+        "replica-g1-admin-api-key.txt", "replica-g1-api-key.txt", "replica-g2-admin-api-key.txt",
+        "replica-g2-api-key.txt", "router-admin-key.txt", "router-api-key.txt",
     ]  # fmt: skip
     assert stat.S_IMODE(creds.stat().st_mode) == 0o700
     keys = {p.name: p.read_text().strip() for p in creds.iterdir()}
@@ -240,9 +240,10 @@ def test_a_credentials_directory_open_to_others_is_closed_and_its_keys_kept(tmp_
     assert run.returncode == 0, run.stdout[-3000:]
     assert stat.S_IMODE(creds.stat().st_mode) == 0o700
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in creds.iterdir()} == dict.fromkeys(
-        ["replica-g1-admin-api-key", "replica-g1-api-key", "replica-g2-admin-api-key", "replica-g2-api-key",
-         "router-admin-key", "router-api-key"], 0o600)  # fmt: skip
-    assert (creds / "router-api-key").read_text().split() == [kept]
+        ["replica-g1-admin-api-key.txt", "replica-g1-api-key.txt", "replica-g2-admin-api-key.txt",
+         "replica-g2-api-key.txt", "router-admin-key.txt", "router-api-key.txt"], 0o600)  # fmt: skip
+    # the key file of an earlier release (no .txt) is renamed, its key kept
+    assert (creds / "router-api-key.txt").read_text().split() == [kept]
 
 
 def test_keyed_replicas_behind_the_router_are_accepted(tmp_path, ansible_playbook):
@@ -250,7 +251,7 @@ def test_keyed_replicas_behind_the_router_are_accepted(tmp_path, ansible_playboo
     inv["all"]["children"]["gpu_servers"]["hosts"]["g1"]["llmops_server_api_key"] = SECRET
     run = ansible_playbook(tmp_path, inv, PLAN)
     assert run.returncode == 0, run.stdout[-3000:]
-    assert not (tmp_path / "credentials" / "replica-g1-api-key").exists()  # the inventory's key, not a generated one
+    assert not (tmp_path / "credentials" / "replica-g1-api-key.txt").exists()  # the inventory's key, not generated
     assert SECRET not in run.stdout + run.stderr
 
 

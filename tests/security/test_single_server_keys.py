@@ -54,15 +54,17 @@ def test_a_stand_alone_server_off_loopback_gets_both_keys_in_0600_files(tmp_path
     assert got == {"api": 40, "admin": 40}, got
     assert stat.S_IMODE(creds.stat().st_mode) == 0o700, oct(creds.stat().st_mode)
     files = sorted(p.name for p in creds.iterdir())
-    assert files == ["replica-g1-admin-api-key", "replica-g1-api-key"], files
+    assert files == ["replica-g1-admin-api-key.txt", "replica-g1-api-key.txt"], files
     for f in creds.iterdir():
         assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
 
 
 @pytest.mark.parametrize("bind", ["127.0.0.1", "localhost", "::1"])
-def test_a_stand_alone_server_on_loopback_stays_unkeyed(tmp_path, bind):
+def test_a_stand_alone_server_on_loopback_gets_its_admin_key_only(tmp_path, bind):
+    # its OpenAI routes stay open to local clients; its admin routes answer no other local account
     got, creds = keys(tmp_path, {"llmops_server_host": bind})
-    assert got == {"api": 0, "admin": 0} and not creds.exists(), got
+    assert got == {"api": 0, "admin": 40}, got
+    assert sorted(p.name for p in creds.iterdir()) == ["replica-g1-admin-api-key.txt"]
 
 
 def test_keys_the_inventory_sets_are_taken_as_they_are(tmp_path):

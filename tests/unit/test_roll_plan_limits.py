@@ -41,7 +41,7 @@ def inventory(tmp_path, routers=True):
     for r in ("gpu01", "gpu03"):
         names += [f"replica-{r}-api-key", f"replica-{r}-admin-api-key"]
     for i, name in enumerate(names):
-        (creds / name).write_text(f"Key{i:02d}" + "k" * 35 + "\n")
+        (creds / f"{name}.txt").write_text(f"Key{i:02d}" + "k" * 35 + "\n")
     return path
 
 

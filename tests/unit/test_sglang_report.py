@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_report as R
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_report_html as H
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import parse_text
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_text import render_text
 from ansible_collections.llmops.sglang.plugins.modules.sglang_server import build_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -329,3 +330,24 @@ def test_records_saved_from_a_node_run_give_the_whole_picture():
     assert len(failed["log_excerpt"]) == 30 and failed["timeline"]["failed_at"] is not None
     # ranks that died before allocating their pool show no KV tokens, not a made-up figure
     assert [g["kv_tokens"] for g in failed["gpus"]][-1] is None
+
+
+def test_the_gpu_health_verdict_is_in_the_report_with_the_checks_that_are_not_ok():
+    # as roles/server/tasks/record.yml writes it: the last reading (under load), the sentences of the checks not ok
+    why = "GPU 00000000:41:00.0's PCIe link runs at Gen2 x16 under load; expected Gen5 x16. Reseat the card."
+    record = {"gpu_health": {"verdict": "warning", "phase": "load", "summary": {"ok": 47, "warning": 1},
+                             "problems": [why, "<script>x</script>"]}}  # fmt: skip
+    entry = R.host_entry("rr1", record=record)
+    assert entry["gpu_health"] == {"verdict": "warning", "phase": "load", "problems": [why, "<script>x</script>"]}
+    page = H.render(R.build_report([entry]))
+    assert "<b>GPU health</b> warning (under load): 2 check(s) not ok" in page
+    assert "<li>GPU 00000000:41:00.0&#x27;s PCIe link runs at Gen2 x16" in page and "<script>" not in page
+    text = render_text(R.build_report([entry]))
+    assert "GPU health (the last reading of the server stage):\n  rr1  warning (under load): 2 check(s) not ok" in text
+    assert "    - " + why in text
+    healthy = R.host_entry("rr2", record={"gpu_health": {"verdict": "ok", "phase": "idle", "problems": []}})
+    assert R.gpu_health_text(healthy["gpu_health"]) == "ok (idle)"
+    # an older record, or a malformed entry, shows no verdict rather than a wrong one
+    for value in (None, "ok", {"verdict": "fine"}, {"verdict": "ok", "problems": "none"}):
+        got = R.host_entry("rr3", record={"gpu_health": value})["gpu_health"]
+        assert got in (None, {"verdict": "ok", "phase": None, "problems": []}), (value, got)
