@@ -1,5 +1,5 @@
 """The build tree is root's alone (plugins/module_utils/host_paths.py private_dir_problem, through path_probe's
-private_dirs in roles/python_env/tasks/build_dir_check.yml, which preflight runs before the first change): root runs
+private_dirs in roles/preflight/tasks/build_dir.yml, which preflight runs before the first change): root runs
 the scripts and installs the wheels it finds there, so no other account may create it first or swap it."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_symlinked_parent_is_judged_where_it_leads(tmp_path):
 @pytest.mark.skipif(os.geteuid() != 0, reason="the check is about root's build tree: run as root")
 def test_preflight_and_the_build_stage_refuse_a_build_tree_under_var_tmp_before_any_change(tmp_path):
     where = f"/var/tmp/llmops-test-{uuid.uuid4().hex[:8]}"
-    rc, out = run_tasks_from(tmp_path, "llmops.sglang.python_env", "build_dir_check", {"llmops_build_dir": where})
+    rc, out = run_tasks_from(tmp_path, "llmops.sglang.preflight", "build_dir", {"llmops_build_dir": where})
     assert rc != 0 and PASSED not in out, out
     assert f"Expected llmops_build_dir ({where}) to be a directory only root can create or change" in out, out
     assert "inside /var/tmp, which accounts other than root can write to (mode 1777)" in out
@@ -79,5 +79,5 @@ def test_preflight_and_the_build_stage_refuse_a_build_tree_under_var_tmp_before_
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the check is about root's build tree: run as root")
 def test_the_default_build_tree_passes_the_check(tmp_path):
-    rc, out = run_tasks_from(tmp_path, "llmops.sglang.python_env", "build_dir_check", {})
+    rc, out = run_tasks_from(tmp_path, "llmops.sglang.preflight", "build_dir", {})
     assert rc == 0 and PASSED in out, out

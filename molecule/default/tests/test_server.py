@@ -100,3 +100,5 @@ def test_deployment_record(host):
     assert "--mem-fraction-static" in rec["flags"] and "0.88" in rec["flags"]
     assert rec["memory"]["attempts"][-1]["outcome"] == "ready"
     assert rec["milestones"]["ready"] > 0
+    # the GPU health verdict of the reading under load, after the smoke test (roles/server/tasks/health.yml)
+    assert rec["gpu_health"]["verdict"] == "ok" and rec["gpu_health"]["phase"] == "load", rec["gpu_health"]
