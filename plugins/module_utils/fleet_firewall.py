@@ -354,7 +354,7 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
     ``fleet``: llmops_fleet (module_utils/sglang_topology.py); ``hostvars``: every host's variables (ansible_host,
     fleet_firewall_addresses); ``settings``: enabled (llmops_firewall), fanout (model_fleet_fanout), share_peers
     (model_fleet_peer_addresses), dist_init_port, share_port, exempt ({variable: port} never restricted: SSH, the
-    HTTP API, the router's ports), ephemeral (the host's ip_local_port_range; needed on a multi-node replica only).
+    HTTP API, the router's ports), ephemeral (the host's ip_local_port_range).
     """
     if not flag("llmops_firewall", settings.get("enabled")):
         return {"state": "absent", "ruleset": "", "summary": "{0}: llmops_firewall is false: no table".format(host)}
@@ -365,15 +365,33 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
     node = fleet["hosts"].get(host) or {"nnodes": 1, "hosts": [host], "replica": host}
     multinode = int(node.get("nnodes") or 1) > 1
     fanout = flag("model_fleet_fanout", settings.get("fanout", False))
-    if not multinode and not fanout:
-        return {
-            "state": "absent",
-            "ruleset": "",
-            "summary": "{0}: a single-node replica without the model fan-out share: no table".format(host),
-        }
     exempt = dict((name, port(name, value)) for name, value in sorted((settings.get("exempt") or {}).items()))
     share_port = port("llmops_model_share_port", settings.get("share_port")) if fanout else None
     rules, summary = [], []
+    if not multinode:
+        # A single-node replica's own listeners - torch's TCPStore (--nccl-port unset: a port the kernel picks, on
+        # every interface, for the life of the server), Gloo, SGLang's message queue, pyzmq's random ports - serve
+        # its own processes only, which reach them over loopback (a connection to the host's own address arrives on
+        # "lo" too): nobody else may open one.
+        ephemeral = port_range("net.ipv4.ip_local_port_range of {0}".format(host), settings.get("ephemeral"))
+        ranges = subtract(
+            merge([tuple(ephemeral), ZMQ_RANDOM_PORTS]), list(exempt.values()) + ([share_port] if fanout else [])
+        )
+        rules.append(
+            {
+                "name": "replica",
+                "ports": ranges,
+                "sources": [],
+                "why": "TCPStore, NCCL/Gloo/ZMQ ephemeral ports of single-node replica {0}: this host only".format(
+                    node.get("replica", host)
+                ),
+            }
+        )
+        summary.append(
+            "TCP {0} only from this host (single-node replica {1})".format(
+                _ports_text(ranges), node.get("replica", host)
+            )
+        )
     if multinode:
         dist = port("llmops_dist_init_port", settings.get("dist_init_port"))
         for name, value in sorted(exempt.items()) + ([("llmops_model_share_port", share_port)] if fanout else []):

@@ -122,7 +122,7 @@ def test_the_replica_rule_admits_only_the_replicas_own_nodes():
 
 def test_the_share_rule_admits_the_fleets_hosts_and_the_share_allow_list():
     got = plan(host="h2", fanout=True, share_peers=["10.99.0.0/24"])
-    assert got["state"] == "present" and "replica_ports" not in got["ruleset"]  # single node: no replica rule
+    assert got["state"] == "present" and elements(got["ruleset"], "replica_v4") == []  # single node: this host only
     assert elements(got["ruleset"], "share_v4") == ["10.20.0.10", "10.20.0.11", "10.20.0.12", "10.99.0.0/24"]
     assert port_set(got["ruleset"], "share") == {8765}
 
@@ -324,9 +324,19 @@ def test_the_table_is_the_same_whatever_the_order_of_the_hosts_so_a_rerun_change
 
 
 # -- when there is no table -------------------------------------------------------------------------------------------
-def test_a_single_node_replica_without_the_share_gets_no_table():
+def test_a_single_node_replica_keeps_its_tcpstore_and_ephemeral_listeners_to_itself():
+    # torch's TCPStore of a single-node replica (--nccl-port unset: a port the kernel picks, every interface, for the
+    # life of the server), Gloo, SGLang's message queue and pyzmq's ports: only the host's own processes (over "lo")
     got = plan(host="h2")
-    assert got["state"] == "absent" and got["ruleset"] == ""
+    assert got["state"] == "present", got
+    assert elements(got["ruleset"], "replica_v4") == [] and elements(got["ruleset"], "replica_v6") == []
+    ports = port_set(got["ruleset"], "replica")
+    assert (
+        set(range(32768, 61000)) | set(range(49152, 65536)) >= ports >= set(range(32768, 65536)) - set(EXEMPT.values())
+    )
+    assert not ports & set(EXEMPT.values()) and 20000 not in ports  # no rendezvous on a single node
+    assert 'iif "lo" accept' in got["ruleset"]
+    assert got["summary"] == "h2: TCP 32768-65535 only from this host (single-node replica h2-r)", got["summary"]
 
 
 def test_llmops_firewall_false_removes_the_table_even_on_a_multi_node_replica():
