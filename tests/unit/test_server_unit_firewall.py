@@ -1,0 +1,57 @@
+"""SGLang's unit does not start without the fleet's firewall table (roles/server/templates/sglang.service.j2, with
+the fact roles/fleet_firewall publishes): it is ordered after the unit that loads the table and its first step, run
+as root, lists the table - a host whose table is gone (a flush, nftables stopped) keeps SGLang from starting with
+listeners that would answer anyone. Rendered by ansible-playbook on this machine; checked by systemd-analyze."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "roles" / "server" / "templates" / "sglang.service.j2"
+GUARD = {"unit": "llmops-sglang-firewall.service", "check": ["/usr/sbin/nft", "list", "table", "inet", "llmops_sglang"]}
+VARS = {
+    "server_served_model_name": "glm-5", "server_restart": "no", "llmops_service_user": "sglang",
+    "llmops_service_group": "sglang", "llmops_env_file": "/etc/sglang/sglang.env", "server_sglang_release": "0.5.9",
+    "server_unit_environment": {}, "server_venv_python": "/opt/sglang/venv/bin/python",
+    "server_launcher": "/usr/local/libexec/llmops-sglang/sglang-launch", "server_argv": ["--port", "30000"],
+    "server_log_dir": "/var/log/sglang",
+}  # fmt: skip
+
+
+def render(tmp_path: Path, **extra) -> str:
+    out = tmp_path / "sglang.service"
+    task = {"ansible.builtin.template": {"src": str(TEMPLATE), "dest": str(out), "mode": "0644"}}
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [task]}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")]
+    cmd += ["-e", json.dumps({**VARS, **extra, "ansible_python_interpreter": sys.executable})]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    return out.read_text()
+
+
+def test_with_the_table_sglang_starts_after_it_and_only_when_it_is_loaded(tmp_path):
+    unit = render(tmp_path, fleet_firewall_guard=GUARD)
+    lines = unit.splitlines()
+    assert "Wants=llmops-sglang-firewall.service" in lines and "After=llmops-sglang-firewall.service" in lines
+    pre = [ln for ln in lines if ln.startswith("ExecStartPre=")]
+    assert pre == ["ExecStartPre=+/usr/sbin/nft list table inet llmops_sglang"], pre
+    assert lines.index(pre[0]) < next(i for i, ln in enumerate(lines) if ln.startswith("ExecStart="))
+    if shutil.which("systemd-analyze"):
+        proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "sglang.service")],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert "ExecStartPre" not in proc.stderr and "Unknown key" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("guard", [None, "absent"])
+def test_without_a_table_the_unit_names_none(tmp_path, guard):
+    unit = render(tmp_path, **({"fleet_firewall_guard": None} if guard is None else {}))
+    assert "ExecStartPre" not in unit and "llmops-sglang-firewall" not in unit
