@@ -127,12 +127,13 @@ def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, 
     assert node.ssh("systemctl is-active sglang", check=False).strip() == "active"
     health = node.ssh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False)
     assert health == "200", health
-    # the installed fleet_firewall role ran and, on a single-node replica without the fan-out share, said so and left
-    # no table (plugins/module_utils/fleet_firewall.py plan()): no table file, no unit, and none loaded where nft exists
-    # (the node image has no nftables; the role installs it only for a table)
-    assert "a single-node replica without the model fan-out share: no table" in out, out[-3000:]
+    # the installed fleet_firewall role ran and gave the single-node replica its table (plugins/module_utils/
+    # fleet_firewall.py plan()): its ephemeral and pyzmq ranges answer only the host itself; the table file, its unit
+    # and the loaded table are there (the node image has no nftables: the role installed it from the mirror)
+    assert re.search(rf"{NODE}: TCP [0-9, -]+ only from this host \(single-node replica {NODE}\)", out), out[-3000:]
     left = node.ssh(
-        "ls /etc/llmops-sglang/firewall.nft /etc/systemd/system/llmops-sglang-firewall.service 2>/dev/null;"
-        " if command -v nft >/dev/null; then nft list tables; fi; true"
+        "ls /etc/llmops-sglang/firewall.nft /etc/systemd/system/llmops-sglang-firewall.service;"
+        " systemctl is-active llmops-sglang-firewall; nft list tables"
     )
-    assert "firewall" not in left and "llmops_sglang" not in left, left
+    assert "/etc/llmops-sglang/firewall.nft" in left and "llmops-sglang-firewall.service" in left, left
+    assert "\nactive\n" in left and "table inet llmops_sglang" in left, left
