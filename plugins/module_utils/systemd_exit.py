@@ -8,10 +8,12 @@ systemd failed at that step of spawning it (systemd.exec(5), "Process Exit Codes
 ``tests/unit/test_systemd_exit.py`` compares it with the output of the host's own ``systemd-analyze`` and fails on
 any difference in the codes both know.
 
-``RETRIED_ONCE``: a step that can fail for a moment and then succeed on the same unit. ``CGROUP`` (219) is systemd
-failing to move the new process into the unit's control group while the previous invocation's group is still being
-released ("Failed to attach to cgroup ...: Device or resource busy", systemd/systemd#23164); a reset of the unit's
-failed state and one more start is what clears it (containers/crun#1139 does the same).
+``RETRIED``: a step that can fail for a moment and then succeed on the same unit. ``CGROUP`` (219) is systemd
+failing to move a new process - the main one or an ``ExecStartPre=`` step - into the unit's control group while the
+previous invocation's group is still being released ("Failed to attach to cgroup ...: Device or resource busy",
+systemd/systemd#23164); a reset of the unit's failed state and another start, after a pause, is what clears it
+(containers/crun#1139 does the same). ``RETRY_PAUSES``: the pause before each further start, so at most
+``len(RETRY_PAUSES) + 1`` starts and 4 s of pauses.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ NAMES = {
     242: "NUMA_POLICY", 243: "CREDENTIALS", 244: "BPF", 255: "EXCEPTION",
 }  # fmt: skip
 
-RETRIED_ONCE = frozenset({219})
+RETRIED = frozenset({219})
+RETRY_PAUSES = (1.0, 3.0)
 
 
 def _code(value):
@@ -53,16 +56,45 @@ def status_text(status):
     return "%d/%s" % (code, step) if step else str(code)
 
 
-def describe(status, program):
+def describe(status, program, process="main process"):
     """``main process exit status 219/CGROUP: systemd failed at its CGROUP step before SGLang ran`` for
-    ``program`` SGLang; the step only for systemd's own statuses."""
+    ``program`` SGLang; the step only for systemd's own statuses. ``process``: which of the unit's processes ended
+    so (``failed_step``)."""
     step = spawn_step(status)
-    return "main process exit status %s%s" % (
+    return "%s exit status %s%s" % (
+        process,
         status_text(status),
         ": systemd failed at its %s step before %s ran" % (step, program) if step else "",
     )
 
 
-def retry_once(status):
-    """True when a start that ended with this status may be tried once more after ``systemctl reset-failed``."""
-    return _code(status) in RETRIED_ONCE
+def retried(status):
+    """True when a start that ended with this status may be tried again after ``systemctl reset-failed``."""
+    return _code(status) in RETRIED
+
+
+def start_pre_status(value):
+    """The exit status of the last ``ExecStartPre=`` step that ran, from ``systemctl show -p ExecStartPre`` (``{ path=
+    ... ; code=exited ; status=219/CGROUP }`` per step, several steps in one value), or None when none failed."""
+    found = None
+    for step in str(value or "").split("}"):
+        for field in step.split(";"):
+            key, _, got = field.strip().partition("=")
+            if key == "status":
+                code = _code(got.split("/", 1)[0])
+                if code:
+                    found = code
+    return found
+
+
+def failed_step(status):
+    """(exit status, process) of the step that ended a failed start: the main process's status, or when the main
+    process never ran (status 0 or none) that of a failed ``ExecStartPre=`` step; (None, "main process") when
+    neither failed."""
+    main = _code(status.get("ExecMainStatus"))
+    if main:
+        return main, "main process"
+    pre = start_pre_status(status.get("ExecStartPre"))
+    if pre:
+        return pre, "ExecStartPre step"
+    return None, "main process"

@@ -279,14 +279,15 @@ rendezvous:
   type: dict
   sample: {"side": "node", "seconds": 600, "host": "10.0.0.10", "port": 20000}
 unit:
-  description: systemd state of the unit (ActiveState, SubState, MainPID, ExecMainStatus, InvocationID).
+  description: systemd state of the unit (ActiveState, SubState, MainPID, ExecMainStatus, InvocationID, ExecStartPre).
   returned: when O(name) is set
   type: dict
 start_note:
   description:
-    - The start needed a second try, and why - systemd failed to spawn the first (status 219/CGROUP, the previous
-      invocation's control group still being released); the unit's failed state was reset and it was started once more.
-  returned: when the launch was tried twice
+    - The start needed more than one try, and why - systemd failed to spawn SGLang or its ExecStartPre step (status
+      219/CGROUP, the previous invocation's control group still being released); the unit's failed state was reset
+      and it was started again after a pause (at most three starts).
+  returned: when the launch was tried more than once
   type: str
 health:
   description: Last HTTP status of O(health_url).
@@ -377,7 +378,7 @@ def decode_token(token, now=None):
 # ---------------------------------------------------------------------------------------------------------------
 # systemd
 # ---------------------------------------------------------------------------------------------------------------
-UNIT_PROPS = ("ActiveState", "SubState", "MainPID", "ExecMainStatus", "InvocationID")
+UNIT_PROPS = ("ActiveState", "SubState", "MainPID", "ExecMainStatus", "InvocationID", "ExecStartPre")
 
 
 def unit_status(run_command, systemctl, name):
@@ -408,26 +409,41 @@ def unit_dead(status, invocation_id):
     return None
 
 
-def start_unit(run_command, systemctl, verb, unit):
-    """``systemctl VERB UNIT`` (the unit is Type=exec, so the start fails when systemd could not spawn SGLang).
-    A spawn that failed at a step that clears (systemd_exit.RETRIED_ONCE: the control group of the previous
-    invocation still being released) is tried once more after ``reset-failed``, never more. Returns (rc, text,
-    status): text is systemctl's message with the exit status systemd recorded, status that of the last try."""
+def start_unit(run_command, systemctl, verb, unit, sleep=time.sleep):
+    """``systemctl VERB UNIT`` (the unit is Type=exec, so the start fails when systemd could not spawn SGLang or a
+    step before it). A spawn that failed at a step that clears (systemd_exit.RETRIED: the control group of the
+    previous invocation still being released, for SGLang or for an ExecStartPre step) is started again after
+    ``reset-failed`` and a pause (systemd_exit.RETRY_PAUSES), never more often. Returns (rc, text, status): text is
+    systemctl's message with the exit status systemd recorded, status that of the last try."""
     env = {"LANG": "C"}
     rc, out, err = run_command([systemctl, verb, unit], environ_update=env)
     if rc == 0:
         return rc, "", None
     status = unit_status(run_command, systemctl, unit)
-    if systemd_exit.retry_once(status.get("ExecMainStatus")):
-        first = systemd_exit.status_text(status.get("ExecMainStatus"))
+    firsts = []
+    for pause in systemd_exit.RETRY_PAUSES:
+        code, _ = systemd_exit.failed_step(status)
+        if not systemd_exit.retried(code):
+            break
+        firsts.append(systemd_exit.status_text(code))
+        sleep(pause)
         run_command([systemctl, "reset-failed", unit], environ_update=env)
         rc, out, err = run_command([systemctl, "start", unit], environ_update=env)
         if rc == 0:
-            return rc, "the first start ended with %s and was tried once more" % first, None
+            return (
+                rc,
+                "the start ended with %s and was tried again (%d start(s) in all)"
+                % (
+                    ", ".join(firsts),
+                    len(firsts) + 1,
+                ),
+                None,
+            )
         status = unit_status(run_command, systemctl, unit)
     text = " ".join((err or out).split())
-    if status.get("ExecMainStatus") not in (None, "", "0"):
-        text += " (%s)" % systemd_exit.describe(status["ExecMainStatus"], "SGLang")
+    code, process = systemd_exit.failed_step(status)
+    if code:
+        text += " (%s)" % systemd_exit.describe(code, "SGLang", process)
     return rc, text, status
 
 

@@ -137,3 +137,7 @@ def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, 
     )
     assert "/etc/llmops-sglang/firewall.nft" in left and "llmops-sglang-firewall.service" in left, left
     assert "\nactive\n" in left and "table inet llmops_sglang" in left, left
+    # SGLang's unit checked the table before the start (ExecStartPre) without writing it into SGLang's log
+    unit = node.ssh("systemctl cat sglang")
+    assert "ExecStartPre=+/bin/sh -c" in unit and "list table inet llmops_sglang" in unit, unit
+    assert "llmops_sglang" not in node.ssh("cat /var/log/sglang/server.log")

@@ -6,6 +6,7 @@ listeners that would answer anyone. Rendered by ansible-playbook on this machine
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,9 @@ def test_with_the_table_sglang_starts_after_it_and_only_when_it_is_loaded(tmp_pa
     lines = unit.splitlines()
     assert "Wants=llmops-sglang-firewall.service" in lines and "After=llmops-sglang-firewall.service" in lines
     pre = [ln for ln in lines if ln.startswith("ExecStartPre=")]
-    assert pre == ["ExecStartPre=+/usr/sbin/nft list table inet llmops_sglang"], pre
+    assert pre == [
+        'ExecStartPre=+/bin/sh -c \'exec "$$0" "$$@" >/dev/null\' /usr/sbin/nft list table inet llmops_sglang'
+    ], pre
     assert lines.index(pre[0]) < next(i for i, ln in enumerate(lines) if ln.startswith("ExecStart="))
     if shutil.which("systemd-analyze"):
         proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "sglang.service")],
@@ -55,3 +58,21 @@ def test_with_the_table_sglang_starts_after_it_and_only_when_it_is_loaded(tmp_pa
 def test_without_a_table_the_unit_names_none(tmp_path, guard):
     unit = render(tmp_path, **({"fleet_firewall_guard": None} if guard is None else {}))
     assert "ExecStartPre" not in unit and "llmops-sglang-firewall" not in unit
+
+
+@pytest.mark.parametrize(
+    ("check", "rc", "stderr"),
+    [
+        (["/bin/echo", "table", "inet", "llmops_sglang", "{"], 0, ""),  # nft's answer for a loaded table
+        (["/bin/ls", "/nonexistent/llmops_sglang"], 2, "llmops_sglang"),  # a failing check with an error on stderr
+    ],
+)
+def test_the_guard_keeps_the_listed_table_out_of_the_log_and_passes_on_the_answer(tmp_path, check, rc, stderr):
+    # the command line as systemd runs it ("$$" is a literal "$"): what nft prints on success (the whole table) never
+    # reaches SGLang's log (StandardOutput), its error does (StandardError), its exit status decides the start
+    unit = render(tmp_path, fleet_firewall_guard={"unit": GUARD["unit"], "check": check})
+    line = next(ln for ln in unit.splitlines() if ln.startswith("ExecStartPre=+"))
+    argv = shlex.split(line.removeprefix("ExecStartPre=+").replace("$$", "$"))
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert stderr in proc.stderr
+    assert (proc.returncode, proc.stdout, bool(proc.stderr.strip())) == (rc, "", bool(stderr)), proc
