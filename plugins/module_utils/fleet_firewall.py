@@ -14,7 +14,11 @@ writes, checks and loads what it renders; docs/security.md, *Fleet firewall*, sa
 * who may open a connection to them: the replica's own nodes; to the model fan-out share: the fleet's hosts;
 * the ruleset: ``table inet llmops_sglang`` (declared, deleted and defined again in one file, so ``nft -f`` swaps it
   in one transaction), a base chain on the input hook with policy accept that rejects (TCP reset) new connections to
-  those ports from anyone else and never names another port.
+  those ports from anyone else and never names another port;
+* who may open one over loopback, where every local account arrives (``iif "lo"``): on the output hook, where the
+  kernel knows the connecting socket's owner (``meta skuid``), a new connection to a replica's ports from an account
+  outside root, SGLang's service account and ``fleet_firewall_local_accounts`` is reset (``fleet_firewall_loopback:
+  open`` leaves loopback to every account).
 
 Addresses are IP addresses, networks (CIDR) or host names resolved here, on the controller (``resolve``), so the
 table holds numbers and needs no DNS at boot. Every refusal is a FirewallError of one line: what was expected, what
@@ -27,6 +31,7 @@ __metaclass__ = type
 
 import ipaddress
 import json
+import re
 import socket
 
 from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values
@@ -40,6 +45,12 @@ DP_ATTENTION_OFFSETS = (1, 2, 3, 4, 5, 13)
 # pyzmq's Socket.bind_to_random_port(min_port=49152, max_port=65536) (pyzmq 27.1.0 zmq/sugar/socket.py:469-474), used
 # by sglang 0.5.9's get_zmq_socket for the DP-attention worker ports on node 0 (data_parallel_controller.py:378).
 ZMQ_RANDOM_PORTS = (49152, 65535)
+# A local account as the table names it: a user name of the portable set (useradd(8); Debian's adduser NAME_REGEX is
+# narrower) or a uid. nft resolves names when it loads the table, so an account that does not exist there fails the
+# load (the role checks them first).
+ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}\$?\Z")
+MAX_UID = 4294967294
+LOOPBACK = ("restricted", "open")
 TRUE_WORDS = ("true", "yes", "on", "1")
 FALSE_WORDS = ("false", "no", "off", "0")
 
@@ -227,6 +238,41 @@ def replica_ports(dist_init_port, ephemeral):
     return merge([(p, p) for p in fixed] + [tuple(ephemeral), ZMQ_RANDOM_PORTS])
 
 
+def local_accounts(loopback, accounts):
+    """None when ``loopback`` is "open" (every local account may connect over loopback), else the sorted, distinct
+    accounts (user names, then uids; root always) that may: each checked to be a name or a uid, never text that
+    could change the table."""
+    if loopback not in LOOPBACK:
+        _refuse(
+            "expected fleet_firewall_loopback to be one of {0}; found {1}. Set restricted (the default) or open.",
+            ", ".join(LOOPBACK),
+            inventory_values.shown(loopback),
+        )
+    if loopback == "open":
+        return None
+    if not isinstance(accounts, (list, tuple)):
+        _refuse(
+            "expected fleet_firewall_local_accounts to be a list of account names or uids; found {0}. Write it as a "
+            "YAML list, e.g. [jupyter].",
+            inventory_values.shown(accounts),
+        )
+    names, uids = set(["root"]), set()  # root passes any table it could rewrite: always named, never an empty set
+    for account in accounts:
+        if isinstance(account, int) and not isinstance(account, bool) and 0 <= account <= MAX_UID:
+            uids.add(account)
+        elif isinstance(account, str) and account.isdigit() and int(account) <= MAX_UID:
+            uids.add(int(account))
+        elif isinstance(account, str) and ACCOUNT_NAME.match(account):
+            names.add(account)
+        else:
+            _refuse(
+                "expected each account allowed over loopback (root, llmops_service_user, fleet_firewall_local_accounts)"
+                " to be a user name (letters, digits, _ . -) or a uid; found {0}. Fix that name.",
+                inventory_values.shown(account),
+            )
+    return sorted(names) + sorted(uids)
+
+
 def _covering(nets):
     """``nets`` sorted, without duplicates and without those inside another (nftables refuses overlapping interval
     elements); neighbours stay apart, so each host's address is still shown as itself."""
@@ -259,7 +305,8 @@ def _set(name, kind, elements):
 
 def render(host, rules):
     """The nftables file for ``host``. ``rules``: a list of {"name", "ports": [(low, high)], "sources": [networks],
-    "why"} (at most one per name); a rule rejects new TCP connections to its ports from anything but its sources."""
+    "why", "local"} (at most one per name); a rule rejects new TCP connections to its ports from anything but its
+    sources and, with ``local`` (accounts from ``local_accounts``), new ones over loopback from other accounts."""
     out = [
         "#!/usr/sbin/nft -f",
         "# llmops.sglang fleet firewall of {0}: written by the role fleet_firewall, do not edit".format(host),
@@ -292,7 +339,23 @@ def render(host, rules):
             '\t\ttcp dport @{0}_ports limit rate 6/minute log prefix "llmops_sglang {0} reject: "'.format(name),
             "\t\ttcp dport @{0}_ports counter reject with tcp reset".format(name),
         ]
-    out += [*chain, "\t}", "}"]
+    out += [*chain, "\t}"]
+    local = [rule for rule in rules if rule.get("local") is not None]
+    if local:
+        out += [
+            "\tchain output {",
+            "\t\ttype filter hook output priority filter; policy accept;",
+        ]
+        for rule in local:
+            match = 'oif "lo" tcp dport @{0}_ports ct state new meta skuid != {{ {1} }}'.format(
+                rule["name"], ", ".join('"{0}"'.format(a) if isinstance(a, str) else str(a) for a in rule["local"])
+            )
+            out += [
+                '\t\t{0} limit rate 6/minute log prefix "llmops_sglang {1} local reject: "'.format(match, rule["name"]),
+                "\t\t{0} counter reject with tcp reset".format(match),
+            ]
+        out.append("\t}")
+    out.append("}")
     return "\n".join(out) + "\n"
 
 
@@ -366,6 +429,7 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
     multinode = int(node.get("nnodes") or 1) > 1
     fanout = flag("model_fleet_fanout", settings.get("fanout", False))
     exempt = dict((name, port(name, value)) for name, value in sorted((settings.get("exempt") or {}).items()))
+    local = local_accounts(settings.get("loopback", "restricted"), settings.get("local_accounts") or [])
     share_port = port("llmops_model_share_port", settings.get("share_port")) if fanout else None
     rules, summary = [], []
     if not multinode:
@@ -382,6 +446,7 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
                 "name": "replica",
                 "ports": ranges,
                 "sources": [],
+                "local": local,
                 "why": "TCPStore, NCCL/Gloo/ZMQ ephemeral ports of single-node replica {0}: this host only".format(
                     node.get("replica", host)
                 ),
@@ -417,6 +482,7 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
                 "name": "replica",
                 "ports": ranges,
                 "sources": sources,
+                "local": local,
                 "why": "rendezvous, SGLang's DP-attention ports, NCCL/Gloo/ZMQ ephemeral ports: replica {0} "
                 "only".format(node.get("replica", host)),
             }
@@ -450,4 +516,10 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
         summary.append(
             "TCP {0} (model share) only from the fleet's {1} host(s)".format(share_port, len(fleet["hosts"]))
         )
+    summary.insert(
+        1,
+        "over loopback only from {0}".format(", ".join(str(a) for a in local))
+        if local is not None
+        else "over loopback from every local account (fleet_firewall_loopback: open)",
+    )
     return {"state": "present", "ruleset": render(host, rules), "summary": "{0}: {1}".format(host, "; ".join(summary))}

@@ -99,6 +99,37 @@ def node(request, tmp_path_factory):
     return n
 
 
+# Run on the node as root: listens on 127.0.0.1 port 0 (the kernel's ephemeral range), connects as root and as each
+# account named in argv (setpriv), prints {account: "open" | "reset" | error}.
+LOOPBACK_PROBE = """
+import json, pwd, socket, subprocess, sys, threading
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(8)
+port = srv.getsockname()[1]
+def serve():
+    while True:
+        c, _ = srv.accept()
+        c.sendall(b"ok")
+        c.close()
+threading.Thread(target=serve, daemon=True).start()
+client = (
+    "import socket, sys\\n"
+    "try:\\n"
+    "    print('open' if socket.create_connection(('127.0.0.1', %d), timeout=10).recv(2) == b'ok' else 'no answer')\\n"
+    "except ConnectionRefusedError:\\n"
+    "    print('reset')\\n" % port
+)
+out = {"root": subprocess.run([sys.executable, "-c", client], capture_output=True, text=True).stdout.strip()}
+for name in sys.argv[1:]:
+    uid = pwd.getpwnam(name).pw_uid
+    argv = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", sys.executable, "-c", client]
+    got = subprocess.run(argv, capture_output=True, text=True)
+    out[name] = got.stdout.strip() or got.stderr.strip()[-200:]
+print(json.dumps(out))
+"""
+
+
 def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, node):
     p = installed.run(
         [tool("ansible-playbook"), "-i", str(node.inventory), "llmops.sglang.site", "--tags", "server", "-vv"],
@@ -137,6 +168,10 @@ def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, 
     )
     assert "/etc/llmops-sglang/firewall.nft" in left and "llmops-sglang-firewall.service" in left, left
     assert "\nactive\n" in left and "table inet llmops_sglang" in left, left
+    # over loopback, a root listener in the ephemeral range (as the TCPStore's) takes SGLang's account and root, and
+    # resets another local account's new connection (the table's output chain)
+    probe = node.ssh("python3 - sglang nobody", input=LOOPBACK_PROBE.encode())
+    assert json.loads(probe) == {"root": "open", "sglang": "open", "nobody": "reset"}, probe
     # SGLang's unit checked the table before the start (ExecStartPre) without writing it into SGLang's log
     unit = node.ssh("systemctl cat sglang")
     assert "ExecStartPre=+/bin/sh -c" in unit and "list table inet llmops_sglang" in unit, unit

@@ -202,13 +202,21 @@ def test_a_share_port_inside_the_ephemeral_range_gets_the_fleet_rule_not_the_rep
 
 
 def test_only_new_tcp_connections_to_the_listed_ports_are_rejected_nothing_is_dropped():
-    text = plan(fanout=True)["ruleset"]
-    chain = text.split("chain input {", 1)[1]
+    text = plan(fanout=True, local_accounts=["sglang"])["ruleset"]
+    chain, output = text.split("chain input {", 1)[1].split("chain output {", 1)
     rules = [ln.strip() for ln in chain.splitlines()[1:] if ln.strip() and ln.strip() != "}"]
     assert rules[:3] == ["type filter hook input priority filter; policy accept;", 'iif "lo" accept',
                          "ct state established,related accept"]  # fmt: skip
     for rule in rules[3:]:
         assert re.fullmatch(r"tcp dport @(replica|share)_ports .*", rule), rule
+    # over loopback: only new connections to the replica's ports, only from accounts outside the list, and a reset
+    local = [ln.strip() for ln in output.splitlines() if ln.strip() and ln.strip() != "}"]
+    assert local[0] == "type filter hook output priority filter; policy accept;"
+    match = 'oif "lo" tcp dport @replica_ports ct state new meta skuid != { "root", "sglang" }'
+    assert local[1:] == [
+        match + ' limit rate 6/minute log prefix "llmops_sglang replica local reject: "',
+        match + " counter reject with tcp reset",
+    ], local
     assert " drop" not in text and "flush" not in text and "policy drop" not in text
 
 
@@ -336,7 +344,38 @@ def test_a_single_node_replica_keeps_its_tcpstore_and_ephemeral_listeners_to_its
     )
     assert not ports & set(EXEMPT.values()) and 20000 not in ports  # no rendezvous on a single node
     assert 'iif "lo" accept' in got["ruleset"]
-    assert got["summary"] == "h2: TCP 32768-65535 only from this host (single-node replica h2-r)", got["summary"]
+    assert got["summary"] == (
+        "h2: TCP 32768-65535 only from this host (single-node replica h2-r); over loopback only from root"
+    ), got["summary"]
+
+
+def test_the_loopback_accounts_are_root_the_service_account_and_the_listed_ones_or_every_account_when_open():
+    got = plan(host="h2", local_accounts=["sglang", "jupyter", 1001, "1002", "sglang"])
+    assert got["summary"].endswith("over loopback only from jupyter, root, sglang, 1001, 1002"), got["summary"]
+    assert 'meta skuid != { "jupyter", "root", "sglang", 1001, 1002 }' in got["ruleset"]
+    opened = plan(host="h0", loopback="open", local_accounts=["sglang"])
+    assert "chain output" not in opened["ruleset"] and "skuid" not in opened["ruleset"]
+    assert "over loopback from every local account (fleet_firewall_loopback: open)" in opened["summary"]
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"local_accounts": ['sglang" } accept #']},
+        {"local_accounts": ["sglang\nchain x"]},
+        {"local_accounts": ["Root"]},
+        {"local_accounts": [True]},
+        {"local_accounts": [-1]},
+        {"local_accounts": [4294967295]},
+        {"local_accounts": "sglang"},
+        {"loopback": "closed"},
+    ],
+    ids=["quote_would_add_a_rule", "newline", "upper_case", "boolean", "negative_uid", "uid_too_big", "a_string",
+         "unknown_loopback_mode"],
+)  # fmt: skip
+def test_a_loopback_account_that_is_not_a_name_or_uid_is_a_one_line_refusal(over):
+    text = refusal(**over)
+    assert "fleet_firewall_l" in text, text
 
 
 def test_llmops_firewall_false_removes_the_table_even_on_a_multi_node_replica():
@@ -355,6 +394,8 @@ CASES = {
     },
     "narrow_range_below_zmq": {"ephemeral": "1024 1100"},
     "rendezvous_at_the_top": {"dist_init_port": 65530},
+    "loopback_accounts": {"local_accounts": ["nobody", 1001]},
+    "single_node_loopback_open": {"host": "h2", "loopback": "open"},
 }
 
 

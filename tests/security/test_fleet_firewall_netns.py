@@ -285,3 +285,83 @@ def test_the_address_nccl_and_gloo_use_must_be_one_the_other_nodes_let_in(lab, s
         assert "\n" not in text and f"{V4}{HEAD} on fwh" in text and "fleet_firewall_addresses of head" in text
     else:
         assert fw.plan("head", {"hosts": hosts}, hostvars, settings)["state"] == "present"
+
+
+# Connects over loopback as the account it runs as: "open" (connected and echoed), "reset" or the error's name.
+LOCAL_CLIENT = textwrap.dedent(
+    """
+    import json, socket, sys
+    out = []
+    for port in json.loads(sys.argv[1]):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"ping")
+            out.append("open" if s.recv(4) == b"ping" else "no echo")
+            s.close()
+        except ConnectionRefusedError:
+            out.append("reset")
+        except OSError as e:
+            out.append(type(e).__name__)
+    print(json.dumps(out))
+    """
+)
+SYSTEM_PYTHON = "/usr/bin/python3"  # readable by any account, unlike this test's own interpreter under /root
+
+
+def test_over_loopback_only_root_sglangs_account_and_the_listed_ones_open_a_replicas_ports(lab, tmp_path):
+    """Every local account arrives on "lo", which the input chain accepts: the output chain resets a new connection to
+    the replica's ports from any account but root, the service account and fleet_firewall_local_accounts (the
+    connecting socket's owner). A listener of another account on a port outside the table answers every account:
+    its replies go to the client's port inside the range, but they belong to a connection already made."""
+    if not os.path.exists(SYSTEM_PYTHON) or not shutil.which("setpriv"):
+        pytest.skip("needs the system's python3 and setpriv (util-linux)")
+    service, listed, other, outsider_listener = 64101, 64102, 64103, 64104  # uids no account of this machine has
+    (ephemeral,) = lab.listen(0)  # a root listener in the range, as SGLang's TCPStore or a Gloo port
+    plan = head_plan(lab)
+    settings_open = fw.plan(
+        "head",
+        {"hosts": {"head": {"replica": "r", "nnodes": 1, "hosts": ["head"]}}, "replicas": []},
+        {"head": {"ansible_host": f"{V4}{HEAD}"}},
+        {"enabled": True, "dist_init_port": DIST, "share_port": SHARE, "exempt": {"ansible_port": SSH},
+         "ephemeral": "32768 60999", "loopback": "open"},
+    )  # fmt: skip
+    assert "chain output" not in settings_open["ruleset"] and "every local account" in settings_open["summary"]
+    settings = {"enabled": True, "dist_init_port": DIST, "share_port": SHARE, "exempt": {"ansible_port": SSH},
+                "ephemeral": lab.exec(lab.head, "cat", "/proc/sys/net/ipv4/ip_local_port_range").stdout,
+                "local_accounts": [str(service), listed]}  # fmt: skip
+    single = fw.plan(
+        "head",
+        {"hosts": {"head": {"replica": "r", "nnodes": 1, "hosts": ["head"]}}, "replicas": []},
+        {"head": {"ansible_host": f"{V4}{HEAD}"}},
+        settings,
+    )
+    assert plan["state"] == single["state"] == "present"
+    other_listener = subprocess.Popen(
+        ["ip", "netns", "exec", lab.head, "setpriv", f"--reuid={outsider_listener}", f"--regid={outsider_listener}",
+         "--clear-groups", SYSTEM_PYTHON, "-c", SERVER, str(HTTP)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert json.loads(other_listener.stdout.readline()) == [HTTP]
+
+        def tries(uid):
+            who = [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            argv = [*who, SYSTEM_PYTHON, "-c", LOCAL_CLIENT, json.dumps([ephemeral, HTTP])]
+            return json.loads(lab.exec(lab.head, *argv).stdout)
+
+        before = {uid: tries(uid) for uid in (0, service, listed, other)}
+        assert all(v == ["open", "open"] for v in before.values()), before
+        lab.load(single["ruleset"], tmp_path)
+        after = {uid: tries(uid) for uid in (0, service, listed, other)}
+        assert after == {0: ["open", "open"], service: ["open", "open"], listed: ["open", "open"],
+                         other: ["reset", "open"]}, after  # fmt: skip
+        listing = lab.exec(lab.head, NFT, "list", "table", "inet", fw.TABLE).stdout
+        counted = re.search(r'oif "lo" .*meta skuid != \{ ([^}]*) \} counter packets (\d+)', listing)
+        assert counted and counted.group(1) == f"0, {service}, {listed}" and int(counted.group(2)) == 1, listing
+    finally:
+        other_listener.stdin.close()
+        try:
+            other_listener.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            other_listener.kill()
+            other_listener.wait(timeout=10)

@@ -60,6 +60,18 @@ def test_a_newline_in_an_address_stops_the_role_in_one_line_before_its_first_cha
     assert "Traceback" not in run.stdout + run.stderr
 
 
+def test_an_account_allowed_over_loopback_that_does_not_exist_stops_the_role_before_its_first_change(
+    ansible_playbook, tmp_path
+):
+    # nft resolves names when it loads the table: a missing account would fail the load, after nftables was installed
+    run = play(ansible_playbook, tmp_path, inventory(fleet_firewall_local_accounts=["llmops-no-such-account", 4242]))
+    assert run.returncode != 0, run.stdout[-2000:]
+    failures = [ln for ln in run.stdout.splitlines() if ln.startswith("fatal:")]
+    assert len(failures) == 3 and all("found no account llmops-no-such-account." in ln for ln in failures), failures
+    assert "4242" not in " ".join(failures)  # a uid needs no account: nft takes the number as it is
+    assert "TASK [llmops.sglang.fleet_firewall : Install nftables" not in run.stdout
+
+
 def test_the_role_plans_checks_and_would_write_the_table_only_where_one_is_wanted(ansible_playbook, tmp_path):
     run = play(ansible_playbook, tmp_path, inventory(), "--diff")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
@@ -70,7 +82,10 @@ def test_the_role_plans_checks_and_would_write_the_table_only_where_one_is_wante
     task = re.compile(r"TASK \[llmops\.sglang\.fleet_firewall : Write the firewall table.*?(?=TASK \[)", re.S)
     assert re.search(r"changed: \[h0\]", task.search(out).group(0))
     # the single-node replica h2: its ephemeral and pyzmq ports for itself alone
-    assert "h2: TCP 32768-65535 only from this host (single-node replica h2)" in out
+    assert (
+        "h2: TCP 32768-65535 only from this host (single-node replica h2); over loopback only from root, sglang" in out
+    )
+    assert 'meta skuid != { "root", "sglang" } counter reject with tcp reset' in out
     assert re.search(r"changed: \[h2\]", task.search(out).group(0))
 
 
