@@ -125,6 +125,10 @@ bench-converged: venv ## converged re-run figures (about 10-15 minutes: a cold c
 # trees (v0.5.8 patched, v0.5.9) and rolls the fleet between them under a client loop. Not in `make test` (the minutes
 # it adds are in docs/serving.md). Boots rr1..rr3: run it under the node lock, e.g.
 # flock /work/locks/nodes.lock make test-daytwo
+.PHONY: core-lines
+core-lines: ## ansible-test sanity + unit tests on ansible-core 2.20 and 2.21 (Python 3.12; about 15 minutes here)
+	@bash scripts/core-lines
+
 .PHONY: test-daytwo
 test-daytwo: venv ## build-set upgrade, fault + automatic rollback, rollback.yml, driver upgrade (node lock)
 	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider tests/integration/test_router_rolling_on_nodes.py -m node
