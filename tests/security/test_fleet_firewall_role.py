@@ -73,7 +73,8 @@ def test_an_account_allowed_over_loopback_that_does_not_exist_stops_the_role_bef
 
 
 def test_the_role_plans_checks_and_would_write_the_table_only_where_one_is_wanted(ansible_playbook, tmp_path):
-    run = play(ansible_playbook, tmp_path, inventory(), "--diff")
+    # SGLang's service account: one this machine has (nft resolves names when it loads the table)
+    run = play(ansible_playbook, tmp_path, inventory(llmops_service_user="nobody"), "--diff")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     out = run.stdout
     # the multi-node replica's hosts: the table, with the other node's address, would be written 0600 and loaded
@@ -83,10 +84,21 @@ def test_the_role_plans_checks_and_would_write_the_table_only_where_one_is_wante
     assert re.search(r"changed: \[h0\]", task.search(out).group(0))
     # the single-node replica h2: its ephemeral and pyzmq ports for itself alone
     assert (
-        "h2: TCP 32768-65535 only from this host (single-node replica h2); over loopback only from root, sglang" in out
+        "h2: TCP 32768-65535 only from this host (single-node replica h2); over loopback only from nobody, root" in out
     )
-    assert 'meta skuid != { "root", "sglang" } counter reject with tcp reset' in out
+    assert 'meta skuid != { "nobody", "root" } counter reject with tcp reset' in out
     assert re.search(r"changed: \[h2\]", task.search(out).group(0))
+
+
+def test_a_service_account_not_made_yet_is_left_out_of_the_table_until_it_exists(ansible_playbook, tmp_path):
+    # a model stage with the fan-out runs the role before the build stage makes the account; the server stage plans
+    # again once it exists
+    run = play(ansible_playbook, tmp_path, inventory(llmops_service_user="llmops-not-made-yet"), "--diff")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert (
+        "h2: TCP 32768-65535 only from this host (single-node replica h2); over loopback only from root" in run.stdout
+    )
+    assert 'meta skuid != { "root" } counter reject with tcp reset' in run.stdout
 
 
 def test_the_argument_specs_declare_every_variable_the_role_reads_from_the_inventory():
