@@ -1,9 +1,9 @@
 """Preflight refuses what the GPUs cannot run, before any change, on a simulated node.
 
 One node (gs1, 10.213.0.41: 8 x RTX PRO 6000 Blackwell, driver 580.95.05 so nvidia-smi reports sm_120) takes
-playbooks/preflight.yml with different -e values. Each refusal must fail with a message a user can act on and
-leave the node exactly as it was: the installed packages, /etc, /usr, /opt, apt's state and
-/var/lib/llmops-sglang are fingerprinted before and after. A last run with the defaults passes and writes the
+playbooks/preflight.yml (and once playbooks/gpu_stack.yml) with different -e values. Each refusal must fail with a
+message a user can act on and leave the node exactly as it was: the installed packages, /etc, /usr, /opt, apt's
+state and /var/lib/llmops-sglang are fingerprinted before and after. A last run with the defaults passes and writes the
 record, which shows the fingerprint does notice a change.
 
 Run: .venv/bin/pytest tests/integration/test_preflight_refusals.py -m node (root; about 1 min).
@@ -49,7 +49,8 @@ def inventory(tmp_path_factory):
         pytest.skip("needs root and systemd-nspawn (simulated nodes)")
     if not NAME.startswith("gs") or not IP.startswith("10.213.0.4"):
         pytest.skip("GPU-stack test nodes are named gs* and use 10.213.0.41-49")
-    with booted(NAME, IP, profile="rtx-pro-6000-x8", driver="580.95.05"):
+    # the mirrors: the driver stage's refusal reads the stand-in of NVIDIA's repository index
+    with booted(NAME, IP, profile="rtx-pro-6000-x8", driver="580.95.05", mirrors=True):
         yield one_host_inventory(tmp_path_factory.mktemp("inventory"), NAME, IP)
 
 
@@ -117,6 +118,22 @@ def test_unsupported_operating_system_is_refused(inventory, tmp_path):
     out = refused(inventory, playbook=playbook)
     assert "Rocky 9.4 is not supported" in out
     assert "Debian 12 (tested), Ubuntu 22.04 and Ubuntu 24.04" in out
+
+
+def test_a_driver_version_the_repository_lacks_is_refused_before_the_driver_stage_changes_anything(inventory):
+    # The driver stage alone (as `site.yml --tags driver` runs it after preflight): the version is well formed and on
+    # its branch, but the stand-in of NVIDIA's repository, served from the control node, does not have it.
+    out = refused(inventory, {"llmops_driver_version": "580.95.06-1"}, playbook=ROOT / "playbooks" / "gpu_stack.yml")
+    fatal = [line for line in out.splitlines() if line.startswith("fatal: [")]
+    assert len(fatal) == 1, out[-3000:]
+    assert "Check that the repository has every package at the version asked for" in out
+    assert "Expected driver 580.95.06-1 in NVIDIA's repository at http" in fatal[0]
+    assert (
+        "it lacks nvidia-driver-cuda 580.95.06-1 (it has 575.57.08-1, 575.64.05-1, 580.95.05-1, 580.105.08-1)"
+        in fatal[0]
+    )
+    assert "nothing was changed" in fatal[0]
+    assert "or point nvidia_repo_url at a repository that has them." in fatal[0]
 
 
 def test_the_defaults_pass_and_only_then_preflight_writes_its_record(inventory):

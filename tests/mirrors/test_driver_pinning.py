@@ -19,7 +19,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from test_mirror_apt import SUBDIR, _apt, packages
 
-from ansible_collections.llmops.sglang.plugins.module_utils import driver_packages, gpu_compat
+from ansible_collections.llmops.sglang.plugins.module_utils import apt_index, driver_packages, gpu_compat
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
@@ -206,3 +206,26 @@ def test_the_pci_id_database_is_served_from_debians_package(built):
     )
     assert served.read_bytes() == Path(local.stdout.strip()).read_bytes()
     assert "\t2bb1  GB202GL [RTX PRO 6000 Blackwell Workstation Edition]" in served.read_text(errors="replace")
+
+
+# ---- the index check the roles run before their first change (plugins/module_utils/apt_index.py) agrees with apt --
+
+
+@pytest.mark.parametrize("package_set", ["compute", "desktop"])
+def test_the_index_check_accepts_what_apt_installs_and_refuses_what_it_cannot(built, server, tmp_path, package_set):
+    index = apt_index.parse((built["out"] / SUBDIR / "Packages").read_text())
+    names = role_packages(package_set)
+    served = simulate(built, server, tmp_path / "served", role_pin(), names)
+    assert served.returncode == 0, served.stdout + served.stderr
+    checked = apt_index.check(index, [f"{n}={PINNED}" for n in names])
+    assert checked["missing"] == []
+    # every package apt would install from the driver's sources is one the check reached or one the role names
+    reached = {f.split("=")[0] for f in checked["found"]}
+    assert reached <= set(installs(served)), reached - set(installs(served))
+    absent = "580.95.06-1"
+    refused = simulate(built, server, tmp_path / "absent", role_pin(absent), names, version=absent)
+    assert refused.returncode != 0
+    assert f"Version '{absent}' for '{names[0]}' was not found" in refused.stderr
+    missing = apt_index.check(index, [f"{n}={absent}" for n in names])["missing"]
+    assert missing == [f"{n} {absent} (it has 575.57.08-1, 575.64.05-1, {PINNED}, {NEWER})" for n in names]
+

@@ -2,8 +2,8 @@
 
 Each row runs a role alone (as a user may, without preflight) on this machine with ansible-playbook, connection
 local, in check mode as a safety net, against the simulated nvidia-smi and a GPU profile (a host whose older driver
-575.57.08 answers, so nvidia-smi names the GPUs). Each row asserts the exact
-one-line message of the failing task, that it is a check that runs before the role's first change (validate tasks
+575.57.08 answers, so nvidia-smi names the GPUs). Each row asserts the exact one-line message of the failing task,
+that it is a check that runs before the role's first change (validate tasks and the repository index's check
 precede the nvidia_repo include), that no Python traceback appears, that the files the role could touch are
 unchanged, and that the run ends within its bound.
 """
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SMI = ROOT / "sim" / "gpu" / "nvidia-smi"
@@ -26,6 +27,7 @@ PROFILES = ROOT / "sim" / "gpu" / "profiles"
 SECONDS = 180
 # What the roles could change on a host: apt sources/pins/config, dpkg's database, records, modprobe, profile.
 WATCHED = ["/etc/apt", "/var/lib/dpkg/status", "/var/lib/llmops-sglang", "/etc/modprobe.d", "/etc/profile.d"]
+INDEX = yaml.safe_load((ROOT / "tests/unit/fixtures/debian12_nvidia_packages.yml").read_text())["packages"]
 RTX = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition (sm_120)"
 V100_PROFILE = {
     "description": "1 x Tesla V100 (test-made profile: Volta, dropped by CUDA 13.0)",
@@ -160,6 +162,38 @@ ROWS = [
         "580.95.05",
         "llmops_cuda_versions must hold MAJOR.MINOR strings such as '12.8'; found '12.8.1'; nothing was changed.",
     ),
+    # NVIDIA's repository stands in as a flat repository ({repo}: a file: URL) whose index is Debian 12's real one for
+    # the driver (tests/unit/fixtures/debian12_nvidia_packages.yml: nvidia-driver and its packages at 535.261.03-1)
+    (
+        "driver_version_the_repository_lacks",
+        "nvidia_driver",
+        {
+            "nvidia_repo_url": "{repo}",
+            "llmops_driver_branch": "535",
+            "llmops_driver_version": "535.247.01-1",
+            "llmops_driver_flavor": "proprietary",
+            "nvidia_driver_package_set": "desktop",
+            "llmops_cuda_versions": ["12.2"],
+            "nvidia_driver_persistenced": False,
+            "nvidia_driver_fabricmanager": False,
+        },
+        "h100-80gb-x8",
+        "575.57.08",
+        "Expected driver 535.247.01-1 in NVIDIA's repository at {repo}; it lacks nvidia-driver 535.247.01-1 (it has "
+        "535.261.03-1); nvidia-kernel-dkms 535.247.01-1 (it has 535.261.03-1); nothing was changed. Set "
+        "llmops_driver_version to a version the repository has (on llmops_driver_branch; nvidia_driver_packages to "
+        "names it has), or point nvidia_repo_url at a repository that has them.",
+    ),
+    (
+        "toolkit_the_repository_lacks",
+        "cuda_toolkit",
+        {"nvidia_repo_url": "{repo}", "llmops_cuda_versions": ["12.8"]},
+        "rtx-pro-6000-x8",
+        "580.95.05",
+        "Expected the CUDA toolkits 12.8 in NVIDIA's repository at {repo}; it lacks cuda-toolkit-12-8 (no such "
+        "package); nothing was changed. Set llmops_cuda_versions to toolkits the repository has, or point "
+        "nvidia_repo_url at a repository that has them.",
+    ),
 ]
 
 
@@ -226,7 +260,11 @@ def test_bad_input_is_refused_in_one_line_before_any_change(tmp_path, row):
         "- hosts: localhost\n  connection: local\n  gather_subset: ['!all', min, virtual]\n"
         f"  roles: [llmops.sglang.{role}]\n"
     )
-    (tmp_path / "extra.json").write_text(json.dumps(extra))
+    repo = tmp_path / "nvidia-repo"
+    repo.mkdir()
+    (repo / "Packages").write_text(INDEX)
+    (tmp_path / "extra.json").write_text(json.dumps(extra).replace("{repo}", repo.as_uri() + "/"))
+    message = message.replace("{repo}", repo.as_uri() + "/")
     before = fingerprint(WATCHED)
     cmd = [
         shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or "ansible-playbook",
@@ -248,5 +286,6 @@ def test_bad_input_is_refused_in_one_line_before_any_change(tmp_path, row):
     task, msg = failed_task(proc.stdout)
     assert msg == message, task
     assert "\n" not in msg
-    assert task.startswith(f"llmops.sglang.{role} : Check "), task
+    # the role's own checks, or the last one, NVIDIA's repository index (roles/nvidia_repo tasks/check.yml)
+    assert task.startswith((f"llmops.sglang.{role} : Check ", "llmops.sglang.nvidia_repo : Check ")), task
     assert after == before

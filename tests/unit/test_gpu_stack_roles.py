@@ -20,8 +20,14 @@ def finds_gpus(task):
     return include == {"name": "llmops.sglang.preflight", "tasks_from": "discover"}
 
 
+def checks_the_repository(task):
+    """NVIDIA's repository index read from the host (roles/nvidia_repo tasks/check.yml): only reads."""
+    include = task.get("ansible.builtin.include_role") or {}
+    return include.get("name") == "llmops.sglang.nvidia_repo" and include.get("tasks_from") == "check"
+
+
 def changes(task):
-    return any(k in task for k in CHANGING) and not finds_gpus(task)
+    return any(k in task for k in CHANGING) and not finds_gpus(task) and not checks_the_repository(task)
 
 
 def first_change(task_list):
@@ -35,6 +41,8 @@ def test_the_driver_role_validates_everything_before_its_first_change():
     assert main[first_change(main)]["ansible.builtin.include_role"]["name"] == "llmops.sglang.nvidia_repo"
     assert not [t for t in tasks("roles/nvidia_driver/tasks/validate.yml") if changes(t)]
     assert not [t for t in tasks("roles/nvidia_driver/tasks/nvswitch.yml") if changes(t)]
+    # the repository index is the last check (it is the only one that needs the network)
+    assert checks_the_repository(tasks("roles/nvidia_driver/tasks/validate.yml")[-1])
 
 
 def test_the_cuda_role_validates_everything_before_its_first_change():
@@ -43,6 +51,16 @@ def test_the_cuda_role_validates_everything_before_its_first_change():
     assert len(checks) >= 2
     assert max(checks[:2]) < first_change(main)
     assert main[first_change(main)]["ansible.builtin.include_role"]["name"] == "llmops.sglang.nvidia_repo"
+    repo_check = next(i for i, t in enumerate(main) if checks_the_repository(t))
+    assert max(checks[:2]) < repo_check < first_change(main)
+
+
+def test_the_repository_check_changes_nothing():
+    for name in ("check.yml", "distro.yml"):
+        found = tasks(f"roles/nvidia_repo/tasks/{name}")
+        assert found and not [t for t in found if changes(t)], name
+    check = tasks("roles/nvidia_repo/tasks/check.yml")
+    assert [t for t in check if "llmops.sglang.repo_packages" in t]
 
 
 def test_nvidia_repository_has_one_url_variable_and_one_owner():
