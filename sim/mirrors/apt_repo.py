@@ -17,9 +17,12 @@ from pathlib import Path
 
 import debian_meta
 import driver_graph
+import ubuntu_graph
 from common import EPOCH, Stamp, clamp_mtimes, fingerprint, reset_dir, run, write
 
 REPO_SUBDIR = "nvidia/compute/cuda/repos/debian12/x86_64"
+# NVIDIA's Ubuntu repositories, for nodes with an Ubuntu identity (ubuntu_graph; sim/os/README.md)
+UBUNTU_SUBDIRS = {name: f"nvidia/compute/cuda/repos/{name}/x86_64" for name in ubuntu_graph.RELEASES}
 KEYRING_NAME = "cuda-archive-keyring.gpg"
 SOURCES_NAME = "cuda-debian12-x86_64.list"
 KEY_UID = "CUDA stand-in archive signing key (tests only) <cuda-sim@example.invalid>"
@@ -66,6 +69,14 @@ def sim_payloads(pkg):
         files.update(persistenced_files())
     elif name.startswith("nvidia-fabricmanager"):
         files.update(fabricmanager_files(v))
+    elif pkg.get("Source", "").startswith("nvidia-graphics-drivers-"):  # Ubuntu's names (ubuntu_graph)
+        role = ubuntu_graph.payload_role(name)
+        if role == "nvml":
+            files["usr/lib/sim-gpu/driver-version"] = v + "\n"
+        elif role in ("open", "proprietary"):
+            files["usr/lib/sim-gpu/kernel-module-flavor"] = role + "\n"
+        elif role == "persistenced":
+            files.update(persistenced_files())
     return files
 
 
@@ -227,7 +238,7 @@ fi
     ]
 
 
-def keyring_package(keyring: bytes, repo_url: str):
+def keyring_package(keyring: bytes, repo_url: str, sources_name: str = SOURCES_NAME):
     return {
         "Package": "cuda-keyring",
         "Version": KEYRING_VERSION,
@@ -236,11 +247,11 @@ def keyring_package(keyring: bytes, repo_url: str):
         "Description": "GPG keyring and apt source for the CUDA repository (stand-in, test key)",
         "files": {
             f"usr/share/keyrings/{KEYRING_NAME}": keyring,
-            f"etc/apt/sources.list.d/{SOURCES_NAME}": (
+            f"etc/apt/sources.list.d/{sources_name}": (
                 f"deb [signed-by=/usr/share/keyrings/{KEYRING_NAME}] {repo_url} /\n"
             ),
         },
-        "conffiles": [f"/etc/apt/sources.list.d/{SOURCES_NAME}"],
+        "conffiles": [f"/etc/apt/sources.list.d/{sources_name}"],
     }
 
 
@@ -250,6 +261,42 @@ def all_packages(keyring: bytes, repo_url: str):
         pkgs += toolkit_packages(tk)
     pkgs.append(keyring_package(keyring, repo_url))
     return pkgs
+
+
+def ubuntu_packages(keyring: bytes, repo_url: str, name: str):
+    """One Ubuntu release's repository: Ubuntu's driver names at every served version, the same toolkits."""
+    pkgs = []
+    for version in DRIVER_VERSIONS:
+        for p in ubuntu_graph.driver_packages(version):
+            p["files"] = sim_payloads(p)
+            pkgs.append(p)
+    for tk in TOOLKITS:
+        pkgs += toolkit_packages(tk)
+    pkgs.append(keyring_package(keyring, repo_url, f"cuda-{name}-x86_64.list"))
+    return pkgs
+
+
+def write_repo(repo: Path, pkgs, work: Path, key: dict):
+    """A signed flat repository of ``pkgs`` in ``repo`` (``key``: gnupghome, fpr, keyring, armored); returns the
+    .deb paths."""
+    gnupghome, fpr, keyring, armored = key["gnupghome"], key["fpr"], key["keyring"], key["armored"]
+    reset_dir(repo)
+    reset_dir(work)
+    debs = [build_deb(p, work, repo) for p in pkgs]
+    shutil.rmtree(work)
+    packages = run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=repo)
+    write(repo / "Packages", packages)
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write(packages.encode())
+    write(repo / "Packages.gz", buf.getvalue())
+    write(repo / "Release", release_text(repo, ["Packages", "Packages.gz"]))
+    sign(repo, gnupghome, fpr)
+    write(repo / f"{fpr[-8:].lower()}.pub", armored)
+    write(repo / KEYRING_NAME, keyring)
+    clamp_mtimes(repo)
+    os.utime(repo, (EPOCH, EPOCH))
+    return debs
 
 
 def build_deb(pkg, work: Path, repo: Path):
@@ -363,7 +410,19 @@ def build(out: Path, repo_url: str, force=False):
         if (debian_meta.cache_dir() / "dists").exists()
         else []
     )
-    stamp = Stamp(out, "apt", fingerprint(Path(__file__), here / "driver_graph.py", repo_url, fpr, *debian))
+    stamp = Stamp(
+        out,
+        "apt",
+        fingerprint(
+            Path(__file__),
+            here / "driver_graph.py",
+            here / "ubuntu_graph.py",
+            ubuntu_graph.FIXTURE,
+            repo_url,
+            fpr,
+            *debian,
+        ),
+    )
     summary_file = out / "apt-summary.json"
     if not force and stamp.fresh(repo / "InRelease", summary_file):
         return json.loads(summary_file.read_text()) | {"skipped": True}
@@ -373,27 +432,21 @@ def build(out: Path, repo_url: str, force=False):
     run(["gpg", "--batch", "--yes", "--export", "-o", keyring_path, fpr], env=env)
     keyring = keyring_path.read_bytes()
     armored = run(["gpg", "--batch", "--armor", "--export", fpr], env=env)
-    reset_dir(repo)
     work = out / ".work" / "apt"
-    reset_dir(work)
-    debs = [build_deb(p, work, repo) for p in all_packages(keyring, repo_url)]
-    shutil.rmtree(work)
-    packages = run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=repo)
-    write(repo / "Packages", packages)
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-        gz.write(packages.encode())
-    write(repo / "Packages.gz", buf.getvalue())
-    write(repo / "Release", release_text(repo, ["Packages", "Packages.gz"]))
-    sign(repo, gnupghome, fpr)
-    short = fpr[-8:].lower()
-    write(repo / f"{short}.pub", armored)
-    write(repo / KEYRING_NAME, keyring)
+    key = {"gnupghome": gnupghome, "fpr": fpr, "keyring": keyring, "armored": armored}
+    debs = write_repo(repo, all_packages(keyring, repo_url), work, key)
+    ubuntu = {}
+    for name, subdir in UBUNTU_SUBDIRS.items():
+        url = repo_url.replace(REPO_SUBDIR, subdir)
+        built = write_repo(out / "www" / subdir, ubuntu_packages(keyring, url, name), work, key)
+        ubuntu[name] = {
+            "repo_dir": str(out / "www" / subdir),
+            "repo_url": url,
+            "packages": sorted(d.name for d in built),
+        }
     write(out / "keys" / "cuda-archive-key.asc", armored)
     pci_ids = out / "www" / "misc" / "pci.ids"
     write(pci_ids, Path(pci_ids_module().ensure()).read_bytes())
-    clamp_mtimes(repo)
-    os.utime(repo, (EPOCH, EPOCH))
     summary = {
         "repo_dir": str(repo),
         "repo_url": repo_url,
@@ -401,6 +454,7 @@ def build(out: Path, repo_url: str, force=False):
         "keyring": str(keyring_path),
         "armored_key": str(out / "keys" / "cuda-archive-key.asc"),
         "packages": sorted(d.name for d in debs),
+        "ubuntu": ubuntu,
     }
     write(summary_file, json.dumps(summary, indent=2) + "\n")
     stamp.done()

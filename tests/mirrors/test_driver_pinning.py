@@ -229,3 +229,21 @@ def test_the_index_check_accepts_what_apt_installs_and_refuses_what_it_cannot(bu
     missing = apt_index.check(index, [f"{n}={absent}" for n in names])["missing"]
     assert missing == [f"{n} {absent} (it has 575.57.08-1, 575.64.05-1, {PINNED}, {NEWER})" for n in names]
 
+
+@pytest.mark.parametrize("release,os_key", [("ubuntu2404", "Ubuntu-24"), ("ubuntu2204", "Ubuntu-22")])
+@pytest.mark.parametrize("package_set,flavor", [("compute", "open"), ("compute", "proprietary"), ("desktop", "open")])
+def test_the_ubuntu_stand_ins_carry_what_the_role_installs_there(built, release, os_key, package_set, flavor):
+    repo = Path(built["out"] / SUBDIR.replace("debian12", release))
+    index = apt_index.parse((repo / "Packages").read_text())
+    for version in ("575.64.05-0ubuntu1", "580.95.05-0ubuntu1", "580.105.08-0ubuntu1"):
+        request = {"os_key": os_key, "branch": version.split(".")[0], "version": version, "flavor": flavor,
+                   "package_set": package_set, "packages": {}, "persistenced": True}  # fmt: skip
+        planned = driver_packages.plan(request)
+        assert planned["problem"] == ""
+        checked = apt_index.check(index, [f"{n}={version}" for n in planned["packages"]])
+        assert checked["missing"] == [], (release, version)
+        # every package reached is Ubuntu's, of the branch's source package, at the same version
+        sources = {index[f.split("=")[0]][0]["Source"] for f in checked["found"]}
+        assert sources == {f"nvidia-graphics-drivers-{version.split('.')[0]}"}
+    fm = gpu_compat.FABRICMANAGER[os_key]["packages"]["580"]
+    assert apt_index.check(index, [f"{fm}=580.95.05" + gpu_compat.FABRICMANAGER[os_key]["revision"]])["missing"] == []
