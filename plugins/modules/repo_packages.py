@@ -49,6 +49,7 @@ attributes:
     support: none
     description: Nothing changes, so there is no difference to show.
   platform:
+    support: full
     platforms: debian
     description: Hosts with apt (the proxy is read with apt-config when it is there).
 author:
