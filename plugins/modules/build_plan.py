@@ -75,6 +75,11 @@ options:
     description: Force this many nvcc threads per job (0 = derive).
     type: int
     default: 0
+extends_documentation_fragment:
+  - llmops.sglang.attributes
+attributes:
+  check_mode:
+    details: Reads only (the inputs' fingerprint and the host's RAM and CPUs); the same result in check mode.
 author:
   - llmops.sglang developers (@llmops)
 """

@@ -66,6 +66,11 @@ options:
       - For V(prepare) on a host whose O(pointer) is still an unkeyed virtualenv - the build stage's SGLang record
         describing it (C(sglang.json)), kept in the legacy set so that a rollback to it knows its release.
     type: path
+extends_documentation_fragment:
+  - llmops.sglang.attributes
+attributes:
+  check_mode:
+    details: Reports the set it would create, point to or remove, and the disk check, and writes nothing.
 author:
   - llmops.sglang developers (@llmops)
 """

@@ -48,6 +48,11 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - llmops.sglang.attributes
+attributes:
+  check_mode:
+    details: Reports whether deployment.json would change and writes nothing.
 author:
   - llmops.sglang developers (@llmops)
 """

@@ -69,6 +69,11 @@ options:
     default: true
 notes:
   - Facts are also returned under C(ansible_facts.llmops_gpu) so later plays can use them without registering.
+extends_documentation_fragment:
+  - llmops.sglang.attributes
+attributes:
+  check_mode:
+    details: Reads only (nvidia-smi, the PCI bus, the kernel module); the same result in check mode.
 author:
   - llmops.sglang developers (@llmops)
 """

@@ -77,6 +77,13 @@ options:
     description: The variable of O(api_key_file) that holds the key.
     type: str
     default: SGLANG_API_KEY
+extends_documentation_fragment:
+  - llmops.sglang.attributes
+attributes:
+  check_mode:
+    details:
+      - Reads nvidia-smi and the kernel log as outside check mode, but sends no generation request (O(load_url)), so
+        no reading is taken under load.
 author:
   - llmops.sglang developers (@llmops)
 """

@@ -165,12 +165,13 @@ notes:
     which the hub serves (directly or by redirecting to a storage bridge) for Xet-stored files too. The
     C(Authorization) header is sent only to the endpoint's host, never to the host a redirect points to.
   - Check mode resolves and lists (read-only requests) and reports what would be downloaded.
+extends_documentation_fragment:
+  - llmops.sglang.attributes
 attributes:
   check_mode:
-    description:
-      - Can run in check_mode. It resolves the revision and lists the files (read-only requests), reports what would
-        be downloaded or removed, and writes nothing.
-    support: full
+    details:
+      - It resolves the revision and lists the files (read-only requests), reports what would be downloaded or
+        removed, and writes nothing.
 """
 
 EXAMPLES = r"""

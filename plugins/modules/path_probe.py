@@ -41,6 +41,11 @@ options:
         C(/var/tmp) lets any account create the name first).
     type: dict
     default: {}
+extends_documentation_fragment:
+  - llmops.sglang.attributes
+attributes:
+  check_mode:
+    details: Reads only; the same result in check mode.
 author:
   - llmops.sglang developers (@llmops)
 """

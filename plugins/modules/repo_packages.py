@@ -41,17 +41,11 @@ options:
     description: Check the repository's TLS certificate.
     type: bool
     default: true
+extends_documentation_fragment:
+  - llmops.sglang.attributes
 attributes:
   check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no difference to show.
-  platform:
-    support: full
-    platforms: debian
-    description: Hosts with apt (the proxy is read with apt-config when it is there).
+    details: Reads only (the repository's index over HTTP(S), apt's proxy settings); the same result in check mode.
 author:
   - llmops.sglang developers (@llmops)
 """

@@ -90,17 +90,14 @@ options:
     description: Whether the judged attempt started SGLang.
     type: bool
     default: false
+extends_documentation_fragment:
+  - llmops.sglang.attributes
 attributes:
   check_mode:
-    description: Runs in check mode and decides the same way, except that no launch follows a judged attempt.
-    support: full
-  diff_mode:
-    description: Changes nothing, so there is no diff.
-    support: none
+    details: Decides the same way, except that no launch follows a judged attempt.
   platform:
-    description: Any POSIX host with the model's files.
-    support: full
     platforms: posix
+    details: Any POSIX host with the model's files.
 notes:
   - docs/memory.md explains the planner and the retry fraction; docs/architecture.md names the files of this policy.
 """

@@ -105,10 +105,11 @@ options:
       - The registered result of a C(llmops.sglang.sglang_server) task that failed with V(oom_cuda_graph); the module
         then returns RV(retry).
     type: dict
+extends_documentation_fragment:
+  - llmops.sglang.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return the same plan (the module only reads files in either mode).
-    support: full
+    details: Returns the same plan (the module only reads files in either mode).
 """
 
 EXAMPLES = r"""

@@ -127,10 +127,11 @@ seealso:
   - name: SGLang readiness (docs/readiness.md)
     description: Log grammar, failure classes and the arithmetic behind the suggestions.
     link: https://github.com/sgl-project/sglang
+extends_documentation_fragment:
+  - llmops.sglang.attributes
 attributes:
   check_mode:
-    description: Reports what would be started or restarted and waited for, without starting anything.
-    support: full
+    details: Reports what would be started or restarted and waited for, without starting anything.
 """
 
 EXAMPLES = r"""

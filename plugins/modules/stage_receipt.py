@@ -46,6 +46,11 @@ options:
         C(users), C(groups); each a list. A list of such dicts (one per role) is merged.
     type: raw
     default: {}
+extends_documentation_fragment:
+  - llmops.sglang.attributes
+attributes:
+  check_mode:
+    details: V(check) reads only; V(record) reports whether the receipt would change and writes nothing.
 author:
   - llmops.sglang developers (@llmops)
 """
