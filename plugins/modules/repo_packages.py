@@ -76,7 +76,11 @@ found:
   type: list
   elements: str
 index_url:
-  description: The index that was read (or tried last).
+  description: The index that was read (or tried last); a user name and password in the URL are shown as C(***).
+  returned: always
+  type: str
+repository:
+  description: O(url) as messages may show it (with a final slash; a user name and password shown as C(***)).
   returned: always
   type: str
 unreadable:
@@ -87,6 +91,7 @@ unreadable:
 
 import gzip
 import os
+import re
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
@@ -94,6 +99,11 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.llmops.sglang.plugins.module_utils import apt_index
 
 _SCHEMES = ("http://", "https://", "file://")
+
+
+def shown(url):
+    """The URL without the password (or token) a mirror's URL may carry before its host."""
+    return re.sub(r"^([a-z]+://)[^/@]*@", r"\1***@", url)
 
 
 def read_index(module, base):
@@ -136,15 +146,14 @@ def main():
     )
     url = module.params["url"].strip()
     if not url.startswith(_SCHEMES) or any(c.isspace() for c in url):
-        module.fail_json(msg=f"Expected an http(s) or file URL of an apt repository; found {url!r}.")
+        module.fail_json(msg=f"Expected an http(s) or file URL of an apt repository; found {shown(url)!r}.")
     base = url if url.endswith("/") else url + "/"
     text, index_url, error = read_index(module, base)
+    where = {"index_url": shown(index_url), "repository": shown(base)}
     if not text:
-        module.exit_json(changed=False, missing=[], found=[], index_url=index_url,
-                         unreadable=error or "the index is empty")  # fmt: skip
+        module.exit_json(changed=False, missing=[], found=[], unreadable=error or "the index is empty", **where)
     result = apt_index.check(apt_index.parse(text), module.params["packages"])
-    module.exit_json(changed=False, missing=result["missing"], found=result["found"], index_url=index_url,
-                     unreadable="")  # fmt: skip
+    module.exit_json(changed=False, missing=result["missing"], found=result["found"], unreadable="", **where)
 
 
 if __name__ == "__main__":

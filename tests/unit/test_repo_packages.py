@@ -94,3 +94,14 @@ def test_a_url_that_is_not_one_is_refused_in_one_line(url):
     out = run_module("repo_packages", {"url": url, "packages": ["nvidia-smi"]})
     assert out["failed"] is True
     assert out["msg"] == f"Expected an http(s) or file URL of an apt repository; found {url!r}."
+
+
+def test_a_password_in_the_url_is_not_shown(repo):
+    _Repo.files["/cuda/repos/debian12/x86_64/Packages"] = INDEX.encode()
+    url = repo.replace("http://", "http://mirror-user:s3cret-token@")
+    out = run_module("repo_packages", {"url": url, "packages": ["nvidia-smi=580.95.05-1"]})
+    assert out["repository"] == repo.replace("http://", "http://***@")
+    assert out["index_url"] == out["repository"] + "Packages"
+    shown = {k: v for k, v in out.items() if k != "invocation"}
+    assert "s3cret-token" not in str(shown)
+    assert out["missing"] == ["nvidia-smi 580.95.05-1 (it has 535.261.03-1)"]
