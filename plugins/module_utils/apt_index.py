@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from functools import cmp_to_key
 
 _RELATION = re.compile(r"^\s*([a-z0-9][a-z0-9.+-]*)(?::[a-z0-9-]+)?\s*(?:\(\s*(<<|<=|=|>=|>>|<|>)\s*([^)\s]+)\s*\))?")
 
@@ -116,17 +117,8 @@ def _satisfies(version, op, wanted):
 
 def versions(index, name):
     """The versions of ``name`` in the index, oldest first, each once."""
-    seen = []
-    for stanza in index.get(name, []):
-        if stanza.get("Version") and stanza["Version"] not in seen:
-            seen.append(stanza["Version"])
-    ordered = []
-    for v in seen:
-        pos = 0
-        while pos < len(ordered) and compare_versions(ordered[pos], v) < 0:
-            pos += 1
-        ordered.insert(pos, v)
-    return ordered
+    seen = {s["Version"] for s in index.get(name, []) if s.get("Version")}
+    return sorted(seen, key=cmp_to_key(compare_versions))
 
 
 def _missing_text(name, version, index):
@@ -158,7 +150,7 @@ def check(index, wanted):
         done.add((name, version))
         stanzas = [s for s in index.get(name, []) if not version or s.get("Version") == version]
         if not stanzas:
-            text = _missing_text(name, version, index) if version else "%s (no such package)" % name
+            text = _missing_text(name, version, index)
             if needed_by:
                 text = "%s, which %s depends on," % (text, needed_by)
             missing.append(text)

@@ -118,8 +118,7 @@ def read_index(module, base):
     use_proxy = proxy != "DIRECT"
     if proxy and proxy != "DIRECT" and not os.environ.get(scheme + "_proxy"):
         os.environ[scheme + "_proxy"] = proxy
-    error = ""
-    url = base + "Packages.gz"
+    error, url = "", base
     for name in ("Packages.gz", "Packages"):
         url = base + name
         try:

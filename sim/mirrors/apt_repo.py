@@ -53,30 +53,32 @@ def _sh(body):
     return "#!/bin/sh\n# " + SIM_NOTE + "\n" + body.lstrip("\n")
 
 
+# Debian's (and NVIDIA's Debian) names of the packages that carry what the simulated node reads; Ubuntu's names are
+# ubuntu_graph.payload_role's.
+DEBIAN_PAYLOAD_ROLES = {
+    "libnvidia-ml1": "nvml",
+    "nvidia-kernel-open-dkms": "open",
+    "nvidia-open-kernel-dkms": "open",
+    "nvidia-kernel-dkms": "proprietary",
+    "nvidia-persistenced": "persistenced",
+}
+
+
 def sim_payloads(pkg):
     """The files a package ships on a simulated node: a README, plus what the simulated GPU reads."""
     name, ver = pkg["Package"], pkg["Version"]
     v = ver.rsplit("-", 1)[0]
     files = {f"usr/share/doc/{name}/README.sim": SIM_NOTE + "\n"}
-    if name == "libnvidia-ml1":
+    role = DEBIAN_PAYLOAD_ROLES.get(name) or ubuntu_graph.payload_role(name)
+    if role == "nvml":
         # NVML reports the driver version: the simulated nvidia-smi and torch read it here.
         files["usr/lib/sim-gpu/driver-version"] = v + "\n"
-    elif name in ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms"):
-        files["usr/lib/sim-gpu/kernel-module-flavor"] = "open\n"
-    elif name == "nvidia-kernel-dkms":
-        files["usr/lib/sim-gpu/kernel-module-flavor"] = "proprietary\n"
-    elif name == "nvidia-persistenced":
+    elif role in ("open", "proprietary"):
+        files["usr/lib/sim-gpu/kernel-module-flavor"] = role + "\n"
+    elif role == "persistenced":
         files.update(persistenced_files())
     elif name.startswith("nvidia-fabricmanager"):
         files.update(fabricmanager_files(v))
-    elif pkg.get("Source", "").startswith("nvidia-graphics-drivers-"):  # Ubuntu's names (ubuntu_graph)
-        role = ubuntu_graph.payload_role(name)
-        if role == "nvml":
-            files["usr/lib/sim-gpu/driver-version"] = v + "\n"
-        elif role in ("open", "proprietary"):
-            files["usr/lib/sim-gpu/kernel-module-flavor"] = role + "\n"
-        elif role == "persistenced":
-            files.update(persistenced_files())
     return files
 
 
@@ -141,14 +143,6 @@ exec sleep infinity
             "LimitCORE=infinity\n\n[Install]\nWantedBy=multi-user.target\n"
         ),
     }
-
-
-def driver_packages(mirror=None):
-    """Every driver package of every served version, from Debian's packaging metadata (driver_graph)."""
-    pkgs = driver_graph.graph(DRIVER_VERSIONS, mirror)
-    for p in pkgs:
-        p["files"] = sim_payloads(p)
-    return pkgs
 
 
 def toolkit_packages(spec):
@@ -255,25 +249,24 @@ def keyring_package(keyring: bytes, repo_url: str, sources_name: str = SOURCES_N
     }
 
 
-def all_packages(keyring: bytes, repo_url: str):
-    pkgs = driver_packages()
+def repo_packages(drivers, keyring: bytes, repo_url: str, sources_name: str = SOURCES_NAME):
+    """A repository's packages: the driver packages given (their payloads added), the toolkits, cuda-keyring."""
+    pkgs = [dict(p, files=sim_payloads(p)) for p in drivers]
     for tk in TOOLKITS:
         pkgs += toolkit_packages(tk)
-    pkgs.append(keyring_package(keyring, repo_url))
+    pkgs.append(keyring_package(keyring, repo_url, sources_name))
     return pkgs
+
+
+def all_packages(keyring: bytes, repo_url: str):
+    """NVIDIA's Debian 12 repository: Debian's driver packages at every served version."""
+    return repo_packages(driver_graph.graph(DRIVER_VERSIONS), keyring, repo_url)
 
 
 def ubuntu_packages(keyring: bytes, repo_url: str, name: str):
-    """One Ubuntu release's repository: Ubuntu's driver names at every served version, the same toolkits."""
-    pkgs = []
-    for version in DRIVER_VERSIONS:
-        for p in ubuntu_graph.driver_packages(version):
-            p["files"] = sim_payloads(p)
-            pkgs.append(p)
-    for tk in TOOLKITS:
-        pkgs += toolkit_packages(tk)
-    pkgs.append(keyring_package(keyring, repo_url, f"cuda-{name}-x86_64.list"))
-    return pkgs
+    """One Ubuntu release's repository: Ubuntu's driver names at every served version (ubuntu_graph)."""
+    drivers = [p for version in DRIVER_VERSIONS for p in ubuntu_graph.driver_packages(version)]
+    return repo_packages(drivers, keyring, repo_url, f"cuda-{name}-x86_64.list")
 
 
 def write_repo(repo: Path, pkgs, work: Path, key: dict):

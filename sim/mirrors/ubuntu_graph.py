@@ -76,7 +76,7 @@ def driver_packages(upstream: str):
 
     compute = [f"libnvidia-compute-{b}", f"nvidia-compute-utils-{b}", f"nvidia-kernel-common-{b}"]
     pkgs = [
-        pkg(f"nvidia-kernel-common-{b}", provides=f"nvidia-kernel-common-{b}-{upstream} (= {ver})"),
+        pkg(f"nvidia-kernel-common-{b}", Provides=f"nvidia-kernel-common-{b}-{upstream} (= {ver})"),
         pkg(f"nvidia-firmware-{b}-{upstream}"),
         pkg(f"nvidia-kernel-source-{b}-open"),
         pkg(f"nvidia-kernel-source-{b}"),
@@ -95,9 +95,6 @@ def driver_packages(upstream: str):
             f"nvidia-driver-{b}-open", eq([f"nvidia-dkms-{b}-open", f"nvidia-utils-{b}", f"libnvidia-gl-{b}", *compute])
         ),
     ]
-    for p in pkgs:
-        if "provides" in p:
-            p["Provides"] = p.pop("provides")
     fm = "nvidia-fabricmanager" if int(b) >= 580 else f"nvidia-fabricmanager-{b}"
     pkgs.append({"Package": fm, "Source": "nvidia-fabricmanager", "Version": f"{upstream}-1", "Architecture": "amd64",
                  "Section": "multiverse/utils",

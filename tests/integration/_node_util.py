@@ -82,6 +82,16 @@ def sim_node(*args: str, check: bool = True, timeout: float = 300) -> subprocess
     )
 
 
+def nvidia_packages(name: str) -> dict[str, tuple[str, str, bool]]:
+    """{package: (source package, version, held)} of the packages installed on node ``name`` that are built from an
+    NVIDIA source package (dpkg-query and dpkg --get-selections)."""
+    out = sim_node("ssh", name, "dpkg-query -W -f='${Package} ${source:Package} ${Version} ${db:Status-Abbrev}\\n'")
+    selections = (line.split() for line in sim_node("ssh", name, "dpkg --get-selections").stdout.splitlines())
+    held = {s[0].split(":")[0] for s in selections if len(s) == 2 and s[1] == "hold"}
+    rows = [line.split() for line in out.stdout.splitlines()]
+    return {r[0]: (r[1], r[2], r[0] in held) for r in rows if len(r) >= 4 and r[3][1:2] == "i" and "nvidia" in r[1]}
+
+
 def ssh_key() -> str:
     """The private key every simulated node accepts for root."""
     return sim_node("ssh-key").stdout.strip()

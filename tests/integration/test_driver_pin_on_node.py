@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, play_recap, sim_node, stage_env
+from _node_util import ROOT, VENV_BIN, booted, nvidia_packages, one_host_inventory, play_recap, sim_node, stage_env
 from events import PLAYBOOK_GUARD
 
 NAME = os.environ.get("GS_PIN_NODE_NAME", "gs4")
@@ -67,13 +67,8 @@ def runs(tmp_path_factory):
 
 
 def installed():
-    """[(package, source, version, selection)] of every installed package built from an NVIDIA source package."""
-    out = ssh("dpkg-query -W -f='${Package} ${source:Package} ${Version} ${db:Status-Abbrev}\\n'")
-    rows = [line.split() for line in out.splitlines()]
-    pkgs = [(r[0], r[1], r[2]) for r in rows if len(r) >= 4 and r[3][1:2] == "i" and "nvidia" in r[1]]
-    selections = [line.split() for line in ssh("dpkg --get-selections").splitlines()]
-    held = {s[0].split(":")[0] for s in selections if len(s) == 2 and s[1] == "hold"}
-    return [(p, s, v, p in held) for p, s, v in pkgs]
+    """[(package, source, version, held)] of every installed package built from an NVIDIA source package."""
+    return [(p, *row) for p, row in nvidia_packages(NAME).items()]
 
 
 def test_every_package_of_the_drivers_sources_is_installed_and_held_at_exactly_the_pinned_version(runs):

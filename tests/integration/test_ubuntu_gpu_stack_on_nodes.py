@@ -21,7 +21,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, booted_nodes, fleet_inventory, play_recap, sim_node, stage_env
+from _node_util import (
+    ROOT,
+    VENV_BIN,
+    booted_nodes,
+    fleet_inventory,
+    nvidia_packages,
+    play_recap,
+    sim_node,
+    stage_env,
+)
 from events import PLAYBOOK_GUARD
 
 NODES = {
@@ -74,18 +83,6 @@ def boots(node: str) -> int:
     return (SIM_STATE / "nodes" / node / "console.log").read_text(errors="replace").count("Spawning container")
 
 
-def driver_rows(node: str) -> dict[str, tuple[str, str, bool]]:
-    """{package: (source, version, held)} of the installed packages built from an NVIDIA source package."""
-    out = ssh(node, "dpkg-query -W -f='${Package} ${source:Package} ${Version} ${db:Status-Abbrev}\\n'")
-    held = {
-        s[0].split(":")[0]
-        for s in (line.split() for line in ssh(node, "dpkg --get-selections").splitlines())
-        if len(s) == 2 and s[1] == "hold"
-    }
-    rows = [line.split() for line in out.splitlines()]
-    return {r[0]: (r[1], r[2], r[0] in held) for r in rows if len(r) >= 4 and r[3][1:2] == "i" and "nvidia" in r[1]}
-
-
 def test_the_nodes_report_ubuntu_and_get_the_repository_of_their_release(runs):
     for node, release in ((NOBLE, "ubuntu2404"), (JAMMY, "ubuntu2204")):
         assert f"/nvidia/compute/cuda/repos/{release}/x86_64/ /" in ssh(
@@ -98,7 +95,7 @@ def test_the_nodes_report_ubuntu_and_get_the_repository_of_their_release(runs):
 
 def test_ubuntus_driver_packages_are_installed_and_held_at_exactly_the_pinned_version(runs):
     for node in NODES:
-        rows = driver_rows(node)
+        rows = nvidia_packages(node)
         driver = {p: r for p, r in rows.items() if r[0] == "nvidia-graphics-drivers-580"}
         # the compute set and what it needs at exactly its version (sim/mirrors/ubuntu_graph.py)
         assert {"nvidia-headless-580-open", "nvidia-dkms-580-open", "nvidia-headless-no-dkms-580-open",
@@ -115,10 +112,10 @@ def test_ubuntus_driver_packages_are_installed_and_held_at_exactly_the_pinned_ve
 
 
 def test_the_nvswitch_node_runs_the_fabric_manager_at_the_drivers_version(runs):
-    rows = driver_rows(JAMMY)
+    rows = nvidia_packages(JAMMY)
     assert rows["nvidia-fabricmanager"][1:] == ("580.95.05-1", True)
     assert ssh(JAMMY, "systemctl is-active nvidia-fabricmanager").strip() == "active"
-    assert "nvidia-fabricmanager" not in driver_rows(NOBLE)
+    assert "nvidia-fabricmanager" not in nvidia_packages(NOBLE)
 
 
 def test_a_second_run_changes_nothing(runs):
@@ -129,7 +126,7 @@ def test_a_second_run_changes_nothing(runs):
 def test_a_dist_upgrade_moves_nothing_of_the_driver(runs):
     for node in NODES:
         sim = ssh(node, "apt-get -s -o Debug::NoLocking=1 dist-upgrade")
-        driver = set(driver_rows(node))
+        driver = set(nvidia_packages(node))
         moves = [line for line in sim.splitlines() if line.startswith(("Inst ", "Remv ", "Conf "))]
         assert not [m for m in moves if m.split()[1] in driver or "NVIDIA" in m], sim
 
@@ -152,9 +149,9 @@ def test_the_driver_moves_to_a_newer_version_with_one_reboot_per_host(runs):
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert {n: boots(n) for n in NODES} == {n: before[n] + 1 for n in NODES}
     for node in NODES:
-        driver = {p: r for p, r in driver_rows(node).items() if r[0] == "nvidia-graphics-drivers-580"}
+        driver = {p: r for p, r in nvidia_packages(node).items() if r[0] == "nvidia-graphics-drivers-580"}
         assert {v for _, v, _ in driver.values()} == {NEWER}, driver
         assert all(h for *_, h in driver.values()), driver
         assert ssh(node, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").split()[0] == "580.105.08"
-    assert driver_rows(JAMMY)["nvidia-fabricmanager"][1:] == ("580.105.08-1", True)
+    assert nvidia_packages(JAMMY)["nvidia-fabricmanager"][1:] == ("580.105.08-1", True)
     assert ssh(JAMMY, "systemctl is-active nvidia-fabricmanager").strip() == "active"
