@@ -162,6 +162,15 @@ ROWS = [
         "580.95.05",
         "llmops_cuda_versions must hold MAJOR.MINOR strings such as '12.8'; found '12.8.1'; nothing was changed.",
     ),
+    (
+        "uvm_hmm_setting_not_a_choice",
+        "nvidia_driver",
+        {"nvidia_driver_disable_hmm": "sometimes"},
+        "rtx-pro-6000-x8",
+        "575.57.08",
+        'nvidia_driver_disable_hmm: expected auto, true or false, found "sometimes"; nothing was changed. Set one of '
+        "those (auto turns HMM off on hosts with two or more GPUs of compute capability 12.x).",
+    ),
     # NVIDIA's repository stands in as a flat repository ({repo}: a file: URL) whose index is Debian 12's real one for
     # the driver (tests/unit/fixtures/debian12_nvidia_packages.yml: nvidia-driver and its packages at 535.261.03-1)
     (

@@ -5,6 +5,7 @@ driver 575.57.08 with its fabric manager (nvidia-fabricmanager-575), CUDA 12.8. 
 from a stand-in repository that also serves a newer version of each branch (580.105.08, 575.64.05).
 """
 
+import json
 import os
 import re
 
@@ -104,6 +105,18 @@ def test_nouveau_is_blacklisted(host):
     conf = host.file("/etc/modprobe.d/llmops-blacklist-nouveau.conf")
     assert conf.contains("^blacklist nouveau$")
     assert conf.contains("^options nouveau modeset=0$")
+
+
+def test_hmm_is_off_for_nvidia_uvm_on_the_pcie_only_blackwell_host_only(host):
+    conf = host.file("/etc/modprobe.d/llmops-nvidia-uvm.conf")
+    record = json.loads(host.file("/var/lib/llmops-sglang/driver.json").content_string)
+    if host.backend.get_hostname() == "gs2":  # 8 x RTX PRO 6000: no NVLink, peers over PCIe
+        assert conf.exists and conf.mode == 0o644 and conf.user == "root"
+        assert conf.contains("^options nvidia_uvm uvm_disable_hmm=1$")
+        assert record["uvm_disable_hmm"] is True
+    else:  # H100 behind NVSwitch: the driver's default, no file
+        assert not conf.exists
+        assert record["uvm_disable_hmm"] is False
 
 
 def test_persistenced_is_enabled_and_running(host):
