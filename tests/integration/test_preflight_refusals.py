@@ -18,7 +18,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
+from _node_util import (
+    ROOT,
+    VENV_BIN,
+    booted,
+    failed_tasks,
+    nvidia_packages,
+    one_host_inventory,
+    play_recap,
+    sim_node,
+    stage_env,
+)
 from events import PLAYBOOK_GUARD
 
 NAME = os.environ.get("GS_NODE_NAME", "gs1")
@@ -54,8 +64,8 @@ def inventory(tmp_path_factory):
         yield one_host_inventory(tmp_path_factory.mktemp("inventory"), NAME, IP)
 
 
-def play(inventory: Path, playbook: Path, extra: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook)]
+def play(inventory: Path, playbook: Path, extra: dict | None = None, options=()) -> subprocess.CompletedProcess:
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), *options, str(playbook)]
     if extra:
         cmd += ["-e", json.dumps(extra)]
     return subprocess.run(
@@ -134,6 +144,28 @@ def test_a_driver_version_the_repository_lacks_is_refused_before_the_driver_stag
     )
     assert "nothing was changed" in fatal[0]
     assert "or point nvidia_repo_url at a repository that has them." in fatal[0]
+
+
+def test_a_whole_site_yml_in_check_mode_on_the_bare_node_exits_0_and_changes_nothing(inventory):
+    # What an operator tries first on a new server: every stage in check mode, from a node that has no NVIDIA package,
+    # no venv, no model and no record yet. Each stage reports what it would do; none may fail for what an earlier
+    # stage would have installed, and the node must be exactly as it was.
+    before = ssh(FINGERPRINT)
+    result = play(inventory, ROOT / "site.yml", options=("--check",))
+    assert result.returncode == 0, failed_tasks(result.stdout) + "\n" + result.stdout[-3000:]
+    recap = play_recap(result.stdout)[NAME]
+    assert recap["failed"] == 0 and recap["unreachable"] == 0
+    assert recap["changed"] > 0  # it reports the install it would make
+    # the stages that read what the GPU stack installs say why they are not predicted, instead of failing on its absence
+    out = result.stdout
+    assert f"Dry run: build is not predicted on {NAME}: it needs what gpu_stack would install first." in out
+    assert (
+        f"Dry run: Run SGLang on the GPU servers and prove it ready is not predicted on {NAME}: it needs what "
+        "gpu_stack and build would install first." in out
+    )
+    assert "TASK [llmops.sglang.model : " in out  # the model stage needs neither: it is predicted
+    assert ssh(FINGERPRINT) == before, "site.yml --check changed the node"
+    assert not nvidia_packages(NAME), "site.yml --check installed NVIDIA packages"
 
 
 def test_the_defaults_pass_and_only_then_preflight_writes_its_record(inventory):

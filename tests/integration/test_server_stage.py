@@ -22,7 +22,17 @@ import urllib.request
 import uuid
 
 import pytest
-from _node_util import CALLBACKS, ROOT, TIME_SCALE, VENV_BIN, booted, one_host_inventory, ssh_key
+from _node_util import (
+    CALLBACKS,
+    ROOT,
+    TIME_SCALE,
+    VENV_BIN,
+    booted,
+    failed_tasks,
+    one_host_inventory,
+    play_recap,
+    ssh_key,
+)
 from events import PLAYBOOK_GUARD
 from node_ssh import ssh_run
 
@@ -125,7 +135,7 @@ def prepared_node(work):
     return n
 
 
-def playbook(node, playbooks, extra=None, *, json_out=True, verbose=None, env_extra=None):
+def playbook(node, playbooks, extra=None, *, json_out=True, verbose=None, env_extra=None, options=()):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{VENV_BIN}:{env.get('PATH', '')}")
     env.update(env_extra or {})
@@ -138,7 +148,7 @@ def playbook(node, playbooks, extra=None, *, json_out=True, verbose=None, env_ex
         cmd += ["-e", json.dumps(extra)]
     if verbose:
         cmd.append(verbose)
-    cmd += [str(ROOT / pb) for pb in playbooks]
+    cmd += [*options, *(str(ROOT / pb) for pb in playbooks)]
     t0 = time.time()
     proc = subprocess.run(
         cmd,
@@ -227,6 +237,11 @@ def test_converge_reaches_the_reference_numbers_and_is_idempotent(node):
     assert all(v == pytest.approx(8.61, abs=0.05) for v in rec["avail_after_pool_gb_per_rank"].values())
     again = playbook(node, STAGES)
     assert again.rc == 0 and again.changed() == [], again.changed()
+    # A dry run with --diff on the converged node: nothing would change and no file shows a difference.
+    dry = playbook(node, STAGES, json_out=False, options=("--check", "--diff"))
+    assert dry.rc == 0, dry.stdout[-3000:]
+    assert play_recap(dry.stdout)[NODE]["changed"] == 0, failed_tasks(dry.stdout) + "\n" + dry.stdout[-3000:]
+    assert not re.search(r"^(---|\+\+\+) (before|after)", dry.stdout, re.M), dry.stdout[-3000:]
     CONVERGED["reference"] = True
     print(f"\nconverge {run.seconds:.1f} s, idempotent re-run {again.seconds:.1f} s")
 
