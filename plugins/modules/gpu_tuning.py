@@ -89,9 +89,9 @@ hmm:
       type: bool
     action:
       description:
-        - V(none) (the running module has the value, or is not loaded), V(reloaded) (it was unused, so it was unloaded and
-          loaded again with the option; V(reload) in check mode), V(pending) (in use; the option takes effect at its
-          next load).
+        - V(none) (the running module has the value, or is not loaded), V(reloaded) (it was unused, so it was
+          unloaded and loaded again with the option; V(reload) in check mode), V(pending) (in use; the option takes
+          effect at its next load).
       type: str
 pcie_only:
   description: True when two or more GPUs are joined by PCIe only, false with NVLink, null when not read.
