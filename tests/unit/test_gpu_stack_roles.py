@@ -69,5 +69,10 @@ def test_nvidia_repository_has_one_url_variable_and_one_owner():
         assert "sources.list.d" not in text and "cuda-keyring" not in text.replace("cuda-keyring)", ""), role
         assert "repo_url" not in text, role
     defaults = yaml.safe_load((ROOT / "roles/nvidia_repo/defaults/main.yml").read_text())
-    assert [k for k in defaults if k.endswith("_url")] == ["nvidia_repo_url", "nvidia_repo_keyring_url"]
+    assert [k for k in defaults if k.endswith("_url")] == [
+        "nvidia_repo_base_url",
+        "nvidia_repo_url",
+        "nvidia_repo_keyring_url",
+    ]
+    assert defaults["nvidia_repo_url"].startswith("{{ nvidia_repo_base_url }}/")
     assert defaults["nvidia_repo_keyring_url"].startswith("{{ nvidia_repo_url }}")
