@@ -19,7 +19,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.llmops.sglang.plugins.module_utils.gpu_health_parse import q_tree
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_health_parse import _find, q_tree
 
 #: The kernel module's option (a bool parameter, mode 0444: it is read at load time only; sysfs shows Y or N).
 UVM_OPTION = "uvm_disable_hmm"
@@ -166,20 +166,12 @@ def parse_bar1(text):
         out.append(
             {
                 "id": bus,
-                "name": _val(tree, ("Product Name",)),
-                "bar1_mib": _mib(_val(tree, ("BAR1 Memory Usage", "Total"))),
-                "fb_mib": _mib(_val(tree, ("FB Memory Usage", "Total"))),
+                "name": _find(tree, ("Product Name",)),
+                "bar1_mib": _mib(_find(tree, ("BAR1 Memory Usage", "Total"))),
+                "fb_mib": _mib(_find(tree, ("FB Memory Usage", "Total"))),
             }
         )
     return out
-
-
-def _val(tree, suffix):
-    want = tuple(s.lower() for s in suffix)
-    for path, val in tree.items():
-        if tuple(p.lower() for p in path[-len(want) :]) == want:
-            return val
-    return None
 
 
 def _mib(text):
