@@ -1,15 +1,16 @@
 """Bad input to the server and preflight roles, on one simulated node: refused in one line before the first change.
 
 One node (bi1, 10.213.0.81: 8 x RTX PRO 6000 Blackwell with driver 580.95.05, nothing else installed) takes
-playbooks/server.yml or playbooks/preflight.yml with one bad -e value per row. Each row asserts the exact message
-of the failed task, a failed play, no Python traceback, that the node is exactly as before (installed packages,
-/etc, /usr, /opt, /var/lib/llmops-sglang, /var/log/sglang, sglang units: tests/bad_input_util.REMOTE_FINGERPRINT),
-that a bad API key is described without its value, and a time bound (the play is killed after 180 s).
+playbooks/server.yml or playbooks/preflight.yml with bad values. Each row asserts the exact message of its host's
+failed task, a failed play, no Python traceback, that the node is exactly as before (installed packages, /etc, /usr,
+/opt, /var/lib/llmops-sglang, /var/log/sglang, sglang units: tests/bad_input_util.REMOTE_FINGERPRINT), that a bad
+API key is described without its value, and a time bound. The server stage's rows share three ansible-playbook runs,
+each row an alias of the node with its own values (see SERVER_ROWS); the others run alone with -e.
 
 Rows marked "no GPU" hide the simulated GPUs for that row only (the no-gpu profile over the fake nvidia-smi's
 profile, an empty directory over the simulated PCI bus), as a host without NVIDIA hardware looks.
 
-Run under the node lock (about 4 min):
+Run under the node lock (about 1 min):
     flock /run/llmops-nodes.lock .venv/bin/pytest tests/integration/test_bad_input_roles.py -m node
 Environment: BI_NODE_NAME / BI_NODE_IP override the node (names bi*, addresses 10.213.0.81-89).
 """
@@ -23,7 +24,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, booted, one_host_inventory, sim_node, stage_env
+from _node_util import ROOT, VENV_BIN, booted, fleet_inventory, one_host_inventory, sim_node, stage_env
 from bad_input_util import REMOTE_FINGERPRINT, ansible_messages, assert_no_traceback, assert_one_line, run_bounded
 
 NAME = os.environ.get("BI_NODE_NAME", "bi1")
@@ -33,7 +34,8 @@ PREFLIGHT = "playbooks/preflight.yml"
 
 pytestmark = pytest.mark.node
 
-N = f"{NAME}: nothing was changed. "
+# "<host>" is the inventory name the row runs as (the message names it): the node itself, or its alias in the batch.
+N = "<host>: nothing was changed. "
 # What the later rows need to get past the earlier checks: an account, a Python and the stand-in for a model.
 ROOT_USER = {"llmops_service_user": "root", "llmops_service_group": "root"}
 # (server_venv_python is the role's internal name for llmops_venv's bin/python: an extra var reaches it, the node's
@@ -54,7 +56,7 @@ CASES = [
         SERVER,
         {"llmops_replica": "big model"},
         False,
-        N + "Expected llmops_replica of " + NAME + " to be a name of letters, digits, '.', '_' or '-' (at most 63, "
+        N + "Expected llmops_replica of <host> to be a name of letters, digits, '.', '_' or '-' (at most 63, "
         "starting with a letter or digit); found 'big model'. Set llmops_replica to such a name (the same on every "
         "host of one replica).",
     ),
@@ -315,40 +317,133 @@ def inventory(tmp_path_factory):
         yield one_host_inventory(tmp_path_factory.mktemp("inventory"), NAME, IP)
 
 
-def play(inventory: Path, playbook: str, extra: dict):
+def play(inventory: Path, playbook: str, extra: dict, seconds: float = 180):
     env = stage_env()
     env["ANSIBLE_CALLBACK_RESULT_FORMAT"] = "json"
-    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(ROOT / playbook)]
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook)]
     if extra:
         cmd += ["-e", json.dumps(extra)]
-    return run_bounded(cmd, seconds=180, env=env, cwd=ROOT)
+    return run_bounded(cmd, seconds=seconds, env=env, cwd=ROOT)
 
 
-@pytest.mark.parametrize("row", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_refused_in_one_line_before_the_first_change(inventory, row):
-    case, playbook, extra, no_gpu, message = row
-    if no_gpu:
-        ssh(HIDE_GPUS)
-    try:
-        before = ssh(REMOTE_FINGERPRINT)
-        run = play(inventory, playbook, extra)
-        after = ssh(REMOTE_FINGERPRINT)
-    finally:
-        if no_gpu:
-            ssh(SHOW_GPUS)
+# The rows of the server stage on a host with its GPUs run a few to one ansible-playbook run: each row is its own
+# inventory host (an alias of the node: the same address, its own name) whose bad values are set as facts before the
+# stage, which outranks every inventory, play and role variable as -e does. The controller's start-up, the plays before
+# the refusal and the connection are paid once per run. The node is fingerprinted around each run.
+# The server stage checks the whole fleet's settings (every host's port, replica name) after each host's own inputs:
+# a bad value there stops every host that got that far, naming the host that has it. So the rows refused after that
+# check run without such a row (each alias with its own port), and the fleet's own row runs alone.
+AFTER_FLEET_CHECK = {
+    "server_tp 16 on an 8-GPU host",
+    "server role alone on a host without the build stage",
+    "SGLang's Python missing",
+    "model missing",
+}
+FLEET_CHECK = {"llmops_replica with a space"}
+SERVER_ROWS = [c for c in CASES if c[1] == SERVER and not c[3]]
+ALONE = [c for c in CASES if c not in SERVER_ROWS]
+
+
+def run_of(case: str) -> str:
+    """Which one ansible-playbook run a server row shares with others."""
+    return "after" if case in AFTER_FLEET_CHECK else "fleet" if case in FLEET_CHECK else "inputs"
+
+
+ROWS_PLAY = """---
+- name: Give each row's host its bad values, as -e would
+  hosts: gpu_servers
+  gather_facts: false
+  tasks:
+    - name: Set the row's values as facts
+      ansible.builtin.set_fact:
+        "{{ item.key }}": "{{ item.value }}"
+      loop: "{{ bi_row | dict2items }}"
+      loop_control:
+        label: "{{ item.key }}"
+      no_log: true  # some rows are API keys
+
+- name: The server stage
+  ansible.builtin.import_playbook: %s
+"""
+
+
+def alias(index: int) -> str:
+    return f"{NAME}-r{index:02d}"
+
+
+def messages_by_host(output: str) -> dict[str, list[str]]:
+    """The failed tasks' messages of a run, per host (``fatal: [HOST]: FAILED! => {...}`` lines)."""
+    found: dict[str, list[str]] = {}
+    for line in output.splitlines():
+        m = re.match(r"^fatal: \[([^\]]+)\]: FAILED! => ", line)
+        if m:
+            found.setdefault(m.group(1), []).extend(ansible_messages(line))
+    return found
+
+
+@pytest.fixture(scope="module")
+def runs(inventory, tmp_path_factory):
+    """run name -> (the run, its messages per host, the node's fingerprint before, after); each made once."""
+    done: dict = {}
+
+    def get(name: str):
+        if name not in done:
+            d = tmp_path_factory.mktemp(f"rows-{name}")
+            rows = {alias(i): row for i, row in enumerate(SERVER_ROWS) if run_of(row[0]) == name}
+            fleet_inventory(d, {"gpu_servers": {"hosts": dict.fromkeys(rows, IP)}})
+            (d / "host_vars").mkdir()
+            for i, (host, row) in enumerate(rows.items()):
+                # each alias its own port: the fleet's check refuses two replicas at one address and port
+                own = {"bi_row": row[2], "llmops_server_port": 30100 + i}
+                (d / "host_vars" / f"{host}.json").write_text(json.dumps(own))
+            (d / "rows.yml").write_text(ROWS_PLAY % (ROOT / SERVER))
+            before = ssh(REMOTE_FINGERPRINT)
+            run = play(d, d / "rows.yml", {}, seconds=900)
+            done[name] = (run, messages_by_host(run.stdout), before, ssh(REMOTE_FINGERPRINT))
+        return done[name]
+
+    return get
+
+
+def check_refusal(run, messages: list[str], row, host: str, message_pattern: str | None = None) -> None:
+    case, _, extra, _, message = row
     assert_no_traceback(run.stdout, run.stderr)
     assert run.rc != 0, f"{case} was accepted:\n{run.stdout[-3000:]}"
-    messages = ansible_messages(run.stdout)
-    assert len(messages) == 1, run.stdout[-3000:]
+    assert len(messages) == 1, f"{case} ({host}): {messages}\n{run.stdout[-3000:]}"
     if message is None:
         assert "\n" not in messages[0].strip()
-        assert re.fullmatch(NO_GPU_PATTERNS[playbook], messages[0].strip()), messages[0]
+        assert re.fullmatch(message_pattern, messages[0].strip()), messages[0]
     else:
-        assert_one_line(messages[0], message)
+        assert_one_line(messages[0], message.replace("<host>", host))
     secrets = [extra.get("llmops_server_api_key"), (extra.get("server_environment") or {}).get("HF_TOKEN")]
     secrets += [a for a in extra.get("server_extra_args", []) if a.startswith("sk-")]
     for secret in filter(None, secrets):
         assert secret.strip() not in run.output, f"{case}: a secret reached the output"
+
+
+@pytest.mark.parametrize("index", range(len(SERVER_ROWS)), ids=[c[0] for c in SERVER_ROWS])
+def test_bad_input_to_the_server_stage_is_refused_in_one_line_before_the_first_change(runs, index):
+    row, host = SERVER_ROWS[index], alias(index)
+    run, messages, before, after = runs(run_of(row[0]))
+    check_refusal(run, messages.get(host, []), row, host)
+    assert after == before, f"the run of {row[0]} and the rows beside it changed the node"
+
+
+@pytest.mark.parametrize("row", ALONE, ids=[c[0] for c in ALONE])
+def test_bad_input_without_gpus_is_refused_in_one_line_before_the_first_change(inventory, row):
+    case, playbook, extra, no_gpu, _ = row
+    assert no_gpu or playbook != SERVER
+    if no_gpu:
+        ssh(HIDE_GPUS)
+    try:
+        before = ssh(REMOTE_FINGERPRINT)
+        run = play(inventory, ROOT / playbook, extra)
+        after = ssh(REMOTE_FINGERPRINT)
+    finally:
+        if no_gpu:
+            ssh(SHOW_GPUS)
+    pattern = NO_GPU_PATTERNS[playbook].replace("<host>", NAME)
+    check_refusal(run, ansible_messages(run.stdout), row, NAME, pattern)
     assert after == before, f"{case}: the refused run changed the node"
 
 
@@ -358,7 +453,7 @@ def test_a_build_only_host_without_gpus_passes_preflight(inventory):
     ssh(HIDE_GPUS)
     try:
         before = ssh(REMOTE_FINGERPRINT)
-        run = play(inventory, PREFLIGHT, {"preflight_build_only": True})
+        run = play(inventory, ROOT / PREFLIGHT, {"preflight_build_only": True})
         after = ssh(REMOTE_FINGERPRINT)
     finally:
         ssh(SHOW_GPUS)
