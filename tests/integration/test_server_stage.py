@@ -28,9 +28,7 @@ from _node_util import (
     TIME_SCALE,
     VENV_BIN,
     booted,
-    failed_tasks,
     one_host_inventory,
-    play_recap,
     ssh_key,
 )
 from events import PLAYBOOK_GUARD
@@ -237,11 +235,7 @@ def test_converge_reaches_the_reference_numbers_and_is_idempotent(node):
     assert all(v == pytest.approx(8.61, abs=0.05) for v in rec["avail_after_pool_gb_per_rank"].values())
     again = playbook(node, STAGES)
     assert again.rc == 0 and again.changed() == [], again.changed()
-    # A dry run with --diff on the converged node: nothing would change and no file shows a difference.
-    dry = playbook(node, STAGES, json_out=False, options=("--check", "--diff"))
-    assert dry.rc == 0, dry.stdout[-3000:]
-    assert play_recap(dry.stdout)[NODE]["changed"] == 0, failed_tasks(dry.stdout) + "\n" + dry.stdout[-3000:]
-    assert not re.search(r"^(---|\+\+\+) (before|after)", dry.stdout, re.M), dry.stdout[-3000:]
+    # The dry run with --diff of a converged node is molecule/default's (tests/test_dry_run.py), on the whole chain.
     CONVERGED["reference"] = True
     print(f"\nconverge {run.seconds:.1f} s, idempotent re-run {again.seconds:.1f} s")
 
