@@ -221,25 +221,34 @@ def fingerprint(paths):
     return h.hexdigest()
 
 
-def ansible_env(tmp_path, profile, driver):
-    bindir = tmp_path / "bin"
+def gpu_env(directory: Path, profile, driver) -> dict[str, str]:
+    """What the fake nvidia-smi of one row reads: its profile, its driver version, on PATH before the real tools."""
+    directory.mkdir(parents=True)
+    bindir = directory / "bin"
     bindir.mkdir()
     shutil.copy(FAKE_SMI, bindir / "nvidia-smi")
     if isinstance(profile, dict):
-        path = tmp_path / "profile.json"
+        path = directory / "profile.json"
         path.write_text(json.dumps(profile))
     else:
         path = PROFILES / f"{profile}.json"
-    driver_file = tmp_path / "driver-version"
+    driver_file = directory / "driver-version"
     if driver:
         driver_file.write_text(driver + "\n")
     venv_bin = Path(sys.executable).parent
     return {
-        **os.environ,
         "PATH": f"{bindir}:{venv_bin}:{os.environ['PATH']}",
         "SIM_GPU_PROFILE": str(path),
         "SIM_GPU_DRIVER_FILE": str(driver_file),
-        "SIM_GPU_LOADED_FILE": str(tmp_path / "loaded"),
+        "SIM_GPU_LOADED_FILE": str(directory / "loaded"),
+    }
+
+
+def ansible_env(tmp_path):
+    venv_bin = Path(sys.executable).parent
+    return {
+        **os.environ,
+        "PATH": f"{venv_bin}:{os.environ['PATH']}",
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_COLLECTIONS_PATH": str(ROOT),
         "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
@@ -250,50 +259,94 @@ def ansible_env(tmp_path, profile, driver):
     }
 
 
-def failed_task(stdout):
-    """(task name, msg) of the first failed task in the default callback's output (JSON results, one per line)."""
-    task = None
+def failed_tasks(stdout) -> dict[str, tuple[str, str]]:
+    """host -> (task name, msg) of its first failed task in the default callback's output (JSON results, one per
+    line)."""
+    task, found = None, {}
     for line in stdout.splitlines():
         if line.startswith("TASK ["):
             task = line[len("TASK [") :].rsplit("]", 1)[0]
-        elif line.startswith("fatal: [localhost]: FAILED! => "):
-            return task, json.loads(line.split(" => ", 1)[1]).get("msg", "")
-    return None, None
+        elif line.startswith("fatal: [") and "]: FAILED! => " in line:
+            host = line[len("fatal: [") :].split("]", 1)[0]
+            found.setdefault(host, (task, json.loads(line.split(" => ", 1)[1]).get("msg", "")))
+    return found
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
-def test_bad_input_is_refused_in_one_line_before_any_change(tmp_path, row):
-    _case, role, extra, profile, driver, message = row
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        "- hosts: localhost\n  connection: local\n  gather_subset: ['!all', min, virtual]\n"
-        f"  roles: [llmops.sglang.{role}]\n"
-    )
-    repo = tmp_path / "nvidia-repo"
-    repo.mkdir()
-    (repo / "Packages").write_text(INDEX)
-    (tmp_path / "extra.json").write_text(json.dumps(extra).replace("{repo}", repo.as_uri() + "/"))
-    message = message.replace("{repo}", repo.as_uri() + "/")
-    before = fingerprint(WATCHED)
-    cmd = [
-        shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or "ansible-playbook",
-        "-i",
-        "localhost,",
-        "--check",
-        "-e",
-        f"ansible_python_interpreter={sys.executable}",
-        "-e",
-        f"@{tmp_path / 'extra.json'}",
-        str(playbook),
-    ]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env=ansible_env(tmp_path, profile, driver), timeout=SECONDS, check=False
-    )
-    after = fingerprint(WATCHED)
+# The rows of one role share one ansible-playbook run: each row is its own inventory host (connection local), with its
+# GPUs (the fake nvidia-smi's profile and driver, through the play's environment) and its values set as facts before
+# the role, which outranks inventory, play and role variables as -e does. Paying the controller's start-up once per
+# role instead of once per row; the files the roles could touch are fingerprinted around each run.
+PLAY = """---
+- name: Give each row's host its values, as -e would
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Set the row's values as facts
+      ansible.builtin.set_fact:
+        "{{ item.key }}": "{{ item.value }}"
+      loop: "{{ row_vars | dict2items }}"
+      loop_control:
+        label: "{{ item.key }}"
+
+- name: The role alone
+  hosts: all
+  gather_subset: ['!all', min, virtual]
+  environment: "{{ row_env }}"
+  roles: [llmops.sglang.%s]
+"""
+
+
+def host_of(index: int) -> str:
+    return f"row{index:02d}"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """role -> (the run, each host's first failed task and message, the repository's URL, fingerprints before/after)."""
+    done: dict = {}
+
+    def get(role: str):
+        if role not in done:
+            d = tmp_path_factory.mktemp(f"rows-{role}")
+            repo = d / "nvidia-repo"
+            repo.mkdir()
+            (repo / "Packages").write_text(INDEX)
+            url = repo.as_uri() + "/"
+            hosts = {}
+            for i, (_case, row_role, extra, profile, driver, _message) in enumerate(ROWS):
+                if row_role == role:
+                    row_vars = json.loads(json.dumps(extra).replace("{repo}", url))
+                    env = gpu_env(d / host_of(i), profile, driver)
+                    hosts[host_of(i)] = {"row_vars": row_vars, "row_env": env}
+            common = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+            (d / "hosts.yml").write_text(json.dumps({"all": {"vars": common, "hosts": hosts}}))
+            (d / "play.yml").write_text(PLAY % role)
+            before = fingerprint(WATCHED)
+            cmd = [
+                shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or "ansible-playbook",
+                "-i",
+                str(d / "hosts.yml"),
+                "--check",
+                str(d / "play.yml"),
+            ]
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, env=ansible_env(d), timeout=SECONDS * 2, check=False
+            )
+            done[role] = (proc, failed_tasks(proc.stdout), url, before, fingerprint(WATCHED))
+        return done[role]
+
+    return get
+
+
+@pytest.mark.parametrize("index", range(len(ROWS)), ids=[r[0] for r in ROWS])
+def test_bad_input_is_refused_in_one_line_before_any_change(runs, index):
+    _case, role, _extra, _profile, _driver, message = ROWS[index]
+    proc, failed, url, before, after = runs(role)
+    message = message.replace("{repo}", url)
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
-    task, msg = failed_task(proc.stdout)
-    assert msg == message, task
+    task, msg = failed.get(host_of(index), (None, None))
+    assert msg == message, (task, proc.stdout[-3000:])
     assert "\n" not in msg
     # the role's own checks, or the last one, NVIDIA's repository index (roles/nvidia_repo tasks/check.yml)
     assert task.startswith((f"llmops.sglang.{role} : Check ", "llmops.sglang.nvidia_repo : Check ")), task
