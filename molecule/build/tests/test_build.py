@@ -1,4 +1,4 @@
-"""Verifier for the build scenario: each wheel built once (on bd1), the same file installed on bd1..bd3."""
+"""Verifier for the build scenario: each wheel built once (on bd1), the same file installed on bd1 and bd2."""
 
 import json
 import os
@@ -16,7 +16,7 @@ WHEELHOUSE = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "wheelhouse"
 VENV = "/opt/sglang/venv"
 BUILD_DIR = "/var/lib/llmops-sglang-build"
 PACKAGES = ("flash-attn", "sgl-kernel", "sglang")
-HOSTS = ("bd1", "bd2", "bd3")
+HOSTS = ("bd1", "bd2")
 MIB_PER_THREAD = {"flash-attn": 2048, "sgl-kernel": 1024}
 # The release tag the lab pins, as an operator pins one (the stand-in repository tags v0.5.8 and v0.5.9).
 SIM_BUILD = Path(__file__).resolve().parents[3] / "inventories" / "sim" / "group_vars" / "gpu_servers" / "build.yml"
