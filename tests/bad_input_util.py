@@ -178,3 +178,34 @@ def ansible_messages(output: str) -> list[str]:
             except ValueError:
                 found.append(line.split(marker, 1)[1])
     return found
+
+
+def failed_by_host(output: str) -> dict[str, list[tuple[str | None, str]]]:
+    """host -> (task name, ``msg``) of each of its failed tasks, in order, from ansible-playbook's default output
+    (``TASK [name]`` headers, ``fatal: [host]: FAILED! => {...}`` lines)."""
+    task, found = None, {}
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            task = line[len("TASK [") :].rsplit("]", 1)[0]
+        elif line.startswith("fatal: [") and "]: FAILED! => " in line:
+            host = line[len("fatal: [") :].split("]", 1)[0]
+            found.setdefault(host, []).extend((task, msg) for msg in ansible_messages(line))
+    return found
+
+
+# Many rows in one ansible-playbook run: each row is its own inventory host with its values in the host variable
+# row_vars, which this first play sets as facts - they outrank inventory, play and role variables as -e does. The
+# caller appends the play under test. no_log: some rows are API keys.
+ROW_FACTS_PLAY = """---
+- name: Give each row's host its values, as -e would
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Set the row's values as facts
+      ansible.builtin.set_fact:
+        "{{ item.key }}": "{{ item.value }}"
+      loop: "{{ row_vars | dict2items }}"
+      loop_control:
+        label: "{{ item.key }}"
+      no_log: true
+"""

@@ -25,7 +25,15 @@ from pathlib import Path
 
 import pytest
 from _node_util import ROOT, VENV_BIN, booted, fleet_inventory, one_host_inventory, sim_node, stage_env
-from bad_input_util import REMOTE_FINGERPRINT, ansible_messages, assert_no_traceback, assert_one_line, run_bounded
+from bad_input_util import (
+    REMOTE_FINGERPRINT,
+    ROW_FACTS_PLAY,
+    ansible_messages,
+    assert_no_traceback,
+    assert_one_line,
+    failed_by_host,
+    run_bounded,
+)
 
 NAME = os.environ.get("BI_NODE_NAME", "bi1")
 IP = os.environ.get("BI_NODE_IP", "10.213.0.81")
@@ -349,36 +357,17 @@ def run_of(case: str) -> str:
     return "after" if case in AFTER_FLEET_CHECK else "fleet" if case in FLEET_CHECK else "inputs"
 
 
-ROWS_PLAY = """---
-- name: Give each row's host its bad values, as -e would
-  hosts: gpu_servers
-  gather_facts: false
-  tasks:
-    - name: Set the row's values as facts
-      ansible.builtin.set_fact:
-        "{{ item.key }}": "{{ item.value }}"
-      loop: "{{ bi_row | dict2items }}"
-      loop_control:
-        label: "{{ item.key }}"
-      no_log: true  # some rows are API keys
-
+ROWS_PLAY = (
+    ROW_FACTS_PLAY
+    + """
 - name: The server stage
   ansible.builtin.import_playbook: %s
 """
+)
 
 
 def alias(index: int) -> str:
     return f"{NAME}-r{index:02d}"
-
-
-def messages_by_host(output: str) -> dict[str, list[str]]:
-    """The failed tasks' messages of a run, per host (``fatal: [HOST]: FAILED! => {...}`` lines)."""
-    found: dict[str, list[str]] = {}
-    for line in output.splitlines():
-        m = re.match(r"^fatal: \[([^\]]+)\]: FAILED! => ", line)
-        if m:
-            found.setdefault(m.group(1), []).extend(ansible_messages(line))
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -394,12 +383,13 @@ def runs(inventory, tmp_path_factory):
             (d / "host_vars").mkdir()
             for i, (host, row) in enumerate(rows.items()):
                 # each alias its own port: the fleet's check refuses two replicas at one address and port
-                own = {"bi_row": row[2], "llmops_server_port": 30100 + i}
+                own = {"row_vars": row[2], "llmops_server_port": 30100 + i}
                 (d / "host_vars" / f"{host}.json").write_text(json.dumps(own))
             (d / "rows.yml").write_text(ROWS_PLAY % (ROOT / SERVER))
             before = ssh(REMOTE_FINGERPRINT)
             run = play(d, d / "rows.yml", {}, seconds=900)
-            done[name] = (run, messages_by_host(run.stdout), before, ssh(REMOTE_FINGERPRINT))
+            messages = {h: [m for _, m in failed] for h, failed in failed_by_host(run.stdout).items()}
+            done[name] = (run, messages, before, ssh(REMOTE_FINGERPRINT))
         return done[name]
 
     return get

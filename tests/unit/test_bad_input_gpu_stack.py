@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from bad_input_util import ROW_FACTS_PLAY, failed_by_host
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SMI = ROOT / "sim" / "gpu" / "nvidia-smi"
@@ -259,41 +260,20 @@ def ansible_env(tmp_path):
     }
 
 
-def failed_tasks(stdout) -> dict[str, tuple[str, str]]:
-    """host -> (task name, msg) of its first failed task in the default callback's output (JSON results, one per
-    line)."""
-    task, found = None, {}
-    for line in stdout.splitlines():
-        if line.startswith("TASK ["):
-            task = line[len("TASK [") :].rsplit("]", 1)[0]
-        elif line.startswith("fatal: [") and "]: FAILED! => " in line:
-            host = line[len("fatal: [") :].split("]", 1)[0]
-            found.setdefault(host, (task, json.loads(line.split(" => ", 1)[1]).get("msg", "")))
-    return found
-
-
 # The rows of one role share one ansible-playbook run: each row is its own inventory host (connection local), with its
 # GPUs (the fake nvidia-smi's profile and driver, through the play's environment) and its values set as facts before
 # the role, which outranks inventory, play and role variables as -e does. Paying the controller's start-up once per
 # role instead of once per row; the files the roles could touch are fingerprinted around each run.
-PLAY = """---
-- name: Give each row's host its values, as -e would
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Set the row's values as facts
-      ansible.builtin.set_fact:
-        "{{ item.key }}": "{{ item.value }}"
-      loop: "{{ row_vars | dict2items }}"
-      loop_control:
-        label: "{{ item.key }}"
-
+PLAY = (
+    ROW_FACTS_PLAY
+    + """
 - name: The role alone
   hosts: all
   gather_subset: ['!all', min, virtual]
   environment: "{{ row_env }}"
   roles: [llmops.sglang.%s]
 """
+)
 
 
 def host_of(index: int) -> str:
@@ -332,7 +312,8 @@ def runs(tmp_path_factory):
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, env=ansible_env(d), timeout=SECONDS * 2, check=False
             )
-            done[role] = (proc, failed_tasks(proc.stdout), url, before, fingerprint(WATCHED))
+            first = {h: failed[0] for h, failed in failed_by_host(proc.stdout).items()}
+            done[role] = (proc, first, url, before, fingerprint(WATCHED))
         return done[role]
 
     return get
