@@ -92,7 +92,12 @@ def test_the_check_runs_in_validate_before_anything_changes():
         if "llmops.sglang.build_set" in t
     ] == [("build", "inspect"), ("model", "inspect")]
     read_only |= {"build_set"}
-    assert modules - {"gpu_facts", "include_role"} <= read_only, modules  # nothing before the check changes the host
+    # the one file included before the check settles the topology with set_fact alone (also read by settled.yml)
+    included = [t["ansible.builtin.include_tasks"] for t in before if "ansible.builtin.include_tasks" in t]
+    assert included == ["topology.yml"]
+    topology = yaml.safe_load((ROLE / "tasks" / "topology.yml").read_text())
+    assert topology and all(set(t) - {"name"} == {"ansible.builtin.set_fact"} for t in topology), topology
+    assert modules - {"gpu_facts", "include_role", "include_tasks"} <= read_only, modules  # nothing changes the host
     # ... and the discovery the server includes installs nothing: its one package step is preflight's own
     # (guarded by preflight_discover_installs, which only preflight's gpus.yml sets).
     discover = yaml.safe_load((ROLE.parent / "preflight" / "tasks" / "discover.yml").read_text())

@@ -205,3 +205,74 @@ def test_receipts_apply_only_to_a_whole_stage(stage, run_tags, skip_tags, enable
                  "ansible_skip_tags": skip_tags, "llmops_stage_tags": stage_tags}  # fmt: skip
     out = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
     assert out is applies
+
+
+def _render(expr, variables):
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
+
+
+@pytest.mark.parametrize(
+    "verdicts, settled",
+    [
+        ({"a": True, "b": True}, "server"),
+        ({"a": True, "b": False}, ""),
+        ({"a": True, "b": None}, ""),  # a host whose check did not run (no registered verdict)
+    ],
+    ids=["every host matches", "one host differs", "one host unchecked"],
+)
+def test_a_stage_is_settled_only_when_its_receipt_matches_on_every_host_of_the_play(verdicts, settled):
+    """roles/llmops_defaults/tasks/stage_check.yml's verdict, rendered as Ansible renders it."""
+    import yaml
+
+    tasks = yaml.safe_load((ROOT / "roles/llmops_defaults/tasks/stage_check.yml").read_text())
+    fact = next(t for t in tasks if "llmops_defaults_settled_stage" in t.get("ansible.builtin.set_fact", {}))
+    expr = fact["ansible.builtin.set_fact"]["llmops_defaults_settled_stage"]
+    hostvars = {h: {} if v is None else {"llmops_defaults_stage_receipt": {"converged": v}}
+                for h, v in verdicts.items()}  # fmt: skip
+    out = _render(expr, {"llmops_stage": "server", "ansible_play_hosts": list(verdicts), "hostvars": hostvars})
+    assert out == settled
+
+
+@pytest.mark.parametrize(
+    "settled_stage, force, build_set, revision, settled",
+    [
+        ("server", False, "", "", True),
+        ("build", False, "", "", False),  # the verdict of another stage's play
+        ("", False, "", "", False),
+        ("server", True, "", "", False),  # server_force_restart (playbooks/rolling_restart.yml)
+        ("server", False, "previous", "", False),  # relative to the running set: every run moves it
+        ("server", False, "", "previous", False),
+        ("server", False, "v0.5.9-5144393b9d39216c", "current", True),
+    ],
+)
+def test_the_server_role_takes_the_settled_path_only_on_its_own_stages_verdict(
+    settled_stage, force, build_set, revision, settled
+):
+    import yaml
+
+    expr = yaml.safe_load((ROOT / "roles/server/vars/main.yml").read_text())["server_settled"]
+    variables = {"llmops_stage": "server", "llmops_defaults_settled_stage": settled_stage,
+                 "server_force_restart": force, "server_build_set": build_set,
+                 "server_model_revision": revision}  # fmt: skip
+    assert _render(expr, variables) is settled
+    # another playbook's play that includes the role later in the same run (fleet_switch.yml): never settled
+    assert _render(expr, {**variables, "llmops_stage": ""}) is False
+
+
+def test_the_server_stages_inputs_leave_out_the_rolls_name_and_the_other_replicas():
+    import yaml
+
+    play = next(p for p in yaml.safe_load((ROOT / "playbooks/server.yml").read_text()) if "roles" in p)
+    v = play["vars"]
+    names = set(filters.stage_settings(v["llmops_stage_roles"])) - set(v["llmops_stage_ignore"])
+    # a setting that changes what the stage leaves is an input; the roll's name changes with every run
+    assert {"server_extra_args", "server_mem_fraction_static", "llmops_server_api_key", "llmops_firewall"} <= names
+    assert not {"llmops_roll_id", "llmops_fleet", "server_before_restart"} & names
+    assert v["llmops_stage_end_play"] is False
+    facts = {"preflight_gpu", "model_commit", "fleet_firewall_plan", "server_receipt_topology"}
+    assert facts == set(v["llmops_stage_facts"])
+    # every name the playbook ignores is a setting of the stage's roles (a typo would ignore nothing)
+    assert set(v["llmops_stage_ignore"]) <= set(filters.stage_settings(v["llmops_stage_roles"]))

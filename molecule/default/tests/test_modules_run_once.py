@@ -44,8 +44,23 @@ def test_the_converged_rerun_skips_the_driver_and_build_stages_on_their_receipts
     assert STAGE_ROLES <= ran_first, ran_first
     assert not STAGE_ROLES & ran_rerun, ran_rerun
     for host, counts in first["runs"].items():
-        assert counts.get("llmops.sglang.stage_receipt") == 4, (host, counts)  # two checks, two records
+        assert counts.get("llmops.sglang.stage_receipt") == 6, (host, counts)  # three checks, three records
         assert counts.get("llmops.sglang.build_plan", 0) >= 1, (host, counts)
     for host, counts in rerun["runs"].items():
-        assert counts.get("llmops.sglang.stage_receipt") == 2, (host, counts)  # the two checks alone
+        assert counts.get("llmops.sglang.stage_receipt") == 3, (host, counts)  # the three checks alone
         assert "llmops.sglang.build_plan" not in counts, (host, counts)
+
+
+def test_the_converged_rerun_proves_the_settled_server_ready_without_starting_it():
+    first, rerun = converge_runs()
+    for counts in first["runs"].values():
+        assert counts.get("llmops.sglang.sglang_server", 0) >= 1 and counts.get("llmops.sglang.sglang_attempt"), counts
+    ran = [t["task"] for t in rerun["tasks"] if t.get("status", {}).get("ran")]
+    for host, counts in rerun["runs"].items():
+        # no launch, no planner, no unit or firewall table written; the proof's GPU reading under load, once
+        assert not {"llmops.sglang.sglang_server", "llmops.sglang.sglang_attempt"} & set(counts), (host, counts)
+        assert counts.get("llmops.sglang.gpu_health") == 1, (host, counts)
+    for proof in ("List the served models", "Ask the model one chat question", "Scrape SGLang's Prometheus metrics",
+                  "Read the deployment record that is already on the host"):  # fmt: skip
+        assert any(proof in t for t in ran), (proof, ran)
+    assert not any("Write the systemd unit" in t or "Write the firewall table" in t for t in ran), ran
