@@ -330,7 +330,7 @@ class CallbackModule(CallbackBase):
         res = result.result
         facts = res.get("ansible_facts") if isinstance(res, dict) else None
         if isinstance(facts, dict) and isinstance(facts.get("server_deployment"), dict):
-            self._records[result.host.get_name()] = facts["server_deployment"]  # roles/server/tasks/record.yml
+            self._records[result.host.get_name()] = facts["server_deployment"]  # roles/server/tasks/record_read.yml
             return
         if action in RECORD_ACTIONS and isinstance(res, dict) and isinstance(res.get("record"), dict):
             # the record as the roll's steps left it (a rejoin comes after the server role's record)

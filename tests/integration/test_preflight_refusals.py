@@ -159,10 +159,7 @@ def test_a_whole_site_yml_in_check_mode_on_the_bare_node_exits_0_and_changes_not
     # the stages that read what the GPU stack installs say why they are not predicted, instead of failing on its absence
     out = result.stdout
     assert f"Dry run: build is not predicted on {NAME}: it needs what gpu_stack would install first." in out
-    assert (
-        f"Dry run: Run SGLang on the GPU servers and prove it ready is not predicted on {NAME}: it needs what "
-        "gpu_stack and build would install first." in out
-    )
+    assert f"Dry run: server is not predicted on {NAME}: it needs what gpu_stack and build would install first." in out
     assert "TASK [llmops.sglang.model : " in out  # the model stage needs neither: it is predicted
     assert ssh(FINGERPRINT) == before, "site.yml --check changed the node"
     assert not nvidia_packages(NAME), "site.yml --check installed NVIDIA packages"
