@@ -296,9 +296,16 @@ def fleet_secrets(fleet: Fleet) -> dict[str, str]:
     return {p.name: p.read_text().strip() for p in sorted(d.iterdir()) if p.is_file()}
 
 
+def firewall_journal(fleet) -> str:
+    """The firewall unit's last lines on every node (what `nft -f` said), for a failed first converge: once, under the
+    load of a whole make test, the unit's start failed on a replica and the module's message had no reason."""
+    cmd = "journalctl -u llmops-sglang-firewall.service --no-pager -o cat -n 15 2>&1 | tail -15"
+    return "\n".join(f"{ip}: {ssh(fleet.key, ip, cmd, check=False)}" for ip in [*REPLICAS.values(), ROUTER_IP])
+
+
 def test_replicas_come_up_behind_the_router_with_their_keys_out_of_the_output(fleet):
     run = fleet.playbook(STAGES)
-    assert run.rc == 0, run.why()
+    assert run.rc == 0, f"{run.why()}\n{firewall_journal(fleet) if run.rc else ''}"
     assert fleet.workers() == {u: True for u in URLS}
     # The re-run that changes nothing is the next test's: another control node's, at -vvvv.
     secrets = fleet_secrets(fleet)
