@@ -296,6 +296,47 @@ def judge(result, attempt, max_attempts, *, on_capture_oom, fraction, graph_bs, 
     return out
 
 
+#: The inventory variable behind each SGLang flag a diagnosis may suggest (roles/server/tasks/attempt.yml sets these
+#: flags from these variables; a flag the role does not set goes through server_extra_args).
+INVENTORY_FLAGS = {
+    "--mem-fraction-static": "server_mem_fraction_static",
+    "--cuda-graph-max-bs": "server_cuda_graph_max_bs",
+    "--cuda-graph-max-bs-decode": "server_cuda_graph_max_bs",
+    "--port": "llmops_server_port",
+}
+
+
+def _number(value):
+    return ("%.2f" % value) if isinstance(value, float) else str(value)
+
+
+def inventory_advice(suggestion):
+    """The diagnosis' suggestion (flags of SGLang) as what to set in the inventory: one sentence, or "" when the
+    suggestion changes no setting (read a log, debug NCCL, ...)."""
+    if not isinstance(suggestion, dict):
+        return ""
+    action, flag, value = suggestion.get("action"), suggestion.get("flag"), suggestion.get("value")
+    var = INVENTORY_FLAGS.get(flag)
+    if action in ("lower_mem_fraction_static", "raise_mem_fraction_static") and var and value is not None:
+        out = "In the inventory: %s: %s" % (var, _number(value))
+        if suggestion.get("cuda_graph_max_bs"):
+            out += ", and server_cuda_graph_max_bs: %s" % suggestion["cuda_graph_max_bs"]
+        alt = suggestion.get("alternative") or {}
+        if alt.get("action") == "lower_cuda_graph_max_bs" and alt.get("value"):
+            out += " (or keep the fraction and set server_cuda_graph_max_bs: %s)" % alt["value"]
+        return out + "."
+    if action == "add_gpus" and flag == "--tp-size" and value:
+        return (
+            "In the inventory: give the replica %s GPUs (server_tp on each of its hosts, times its hosts: hosts with "
+            "the same llmops_replica)." % value
+        )
+    if action == "disable_cuda_graph":
+        return "In the inventory: server_extra_args: ['--disable-cuda-graph'] (no fraction leaves room for the graphs)."
+    if action == "free_port" and suggestion.get("port"):
+        return "In the inventory: another llmops_server_port, or stop what listens on port %s." % suggestion["port"]
+    return ""
+
+
 def run_step(p, check_mode=False):
     """The module llmops.sglang.sglang_attempt: (result dict, error message or None). Planner and policy errors are
     one sentence each, with what was expected and found."""
@@ -357,6 +398,7 @@ def run_step(p, check_mode=False):
             ),
             "finished": decision["finished"],
             "stop_reason": decision["stop_reason"],
+            "advice": inventory_advice(result.get("suggestion")) if decision["finished"] else "",
             "retry": decision["retry"],
             "settings": {"fraction": decision["fraction"], "graph_bs": decision["graph_bs"], "reused": False},
             "next_plan": (

@@ -156,6 +156,13 @@ stop_reason:
   description: Why no launch follows a capture OOM that would be retried (no fraction survives it), or empty.
   returned: when O(step=judge)
   type: str
+advice:
+  description:
+    - When the launches end on a failure, the diagnosis' suggestion as a sentence naming the inventory variable to
+      set and its value (for a capture OOM, C(server_mem_fraction_static) and the fraction that fits), or empty when
+      the suggestion changes no setting.
+  returned: when O(step=judge)
+  type: str
 retry:
   description: The advice after a capture OOM (C(mem_fraction_static), C(cuda_graph_max_bs), C(reason) ...), or null.
   returned: when O(step=judge)

@@ -295,11 +295,72 @@ def test_a_start_up_that_failed_for_good_leaves_the_unit_stopped_without_a_resta
     assert names.index("Start SGLang and wait until it is ready, retrying after a CUDA-graph capture OOM") < stop < fail
     assert tasks[stop]["ansible.builtin.systemd_service"]["state"] == "stopped"
     msg = tasks[fail]["ansible.builtin.fail"]["msg"]
-    for part in ("server_result.outcome", "server_result.diagnosis", "server_result.suggestion", "server_stop_reason"):
+    for part in ("server_result.outcome", "server_result.diagnosis", "server_advice", "server_stop_reason"):
         assert part in msg, part
 
 
 def test_the_reference_capture_oom_diagnosis_is_what_the_stop_message_carries(reference_oom):
-    # the role's message is "... outcome oom_cuda_graph ... <diagnosis> Suggestion: {...value...}"
+    # the role's message is "... outcome oom_cuda_graph ... <diagnosis> <what to set in the inventory>"
     assert "Lower --mem-fraction-static from 0.95 to 0.92" in reference_oom["diagnosis"]
     assert reference_oom["suggestion"]["value"] == 0.92
+    assert policy.inventory_advice(reference_oom["suggestion"]) == "In the inventory: server_mem_fraction_static: 0.92."
+
+
+def test_the_judgement_that_ends_the_launches_says_what_to_set_in_the_inventory(reference_oom, planner):
+    p = {"step": "judge", "planner": planner, "attempt": 1, "max_attempts": 3, "fraction": 0.95,
+         "node_result": reference_oom, "multinode": False, "launched": True}  # fmt: skip
+    stop, err = policy.run_step({**p, "on_capture_oom": "fail"})
+    assert err is None and stop["finished"]
+    assert stop["advice"] == "In the inventory: server_mem_fraction_static: 0.92."
+    retry, err = policy.run_step({**p, "on_capture_oom": "retry", "plan": policy.plan_at(planner, 0.95, None)})
+    assert err is None and not retry["finished"] and retry["advice"] == ""  # the role relaunches: nothing to set
+
+
+@pytest.mark.parametrize(
+    "suggestion, advice",
+    [
+        ({"action": "raise_mem_fraction_static", "flag": "--mem-fraction-static", "current": 0.6, "value": 0.68},
+         "In the inventory: server_mem_fraction_static: 0.68."),
+        ({"action": "lower_mem_fraction_static", "flag": "--mem-fraction-static", "value": 0.81,
+          "cuda_graph_max_bs": 256, "alternative": {"action": "lower_cuda_graph_max_bs", "value": 128}},
+         "In the inventory: server_mem_fraction_static: 0.81, and server_cuda_graph_max_bs: 256 (or keep the fraction "
+         "and set server_cuda_graph_max_bs: 128)."),
+        ({"action": "add_gpus", "flag": "--tp-size", "current": 8, "value": 16},
+         "In the inventory: give the replica 16 GPUs (server_tp on each of its hosts, times its hosts: hosts with the "
+         "same llmops_replica)."),
+        ({"action": "disable_cuda_graph", "reason": "x"},
+         "In the inventory: server_extra_args: ['--disable-cuda-graph'] (no fraction leaves room for the graphs)."),
+        ({"action": "free_port", "port": 30000, "flag": "--port"},
+         "In the inventory: another llmops_server_port, or stop what listens on port 30000."),
+        # suggestions that change no setting, and no suggestion at all
+        ({"action": "free_port", "port": None}, ""),
+        ({"action": "read_log", "last_error": "x"}, ""),
+        ({"action": "debug_nccl", "env": {"NCCL_DEBUG": "INFO"}, "flag": "--disable-custom-all-reduce"}, ""),
+        ({"action": "lower_mem_fraction_static", "flag": "--mem-fraction-static", "current": 0.9}, ""),
+        (None, ""),
+    ],
+)  # fmt: skip
+def test_inventory_advice_names_the_variable_behind_the_suggested_flag(suggestion, advice):
+    assert policy.inventory_advice(suggestion) == advice
+
+
+def test_every_flag_the_advice_names_is_set_from_that_variable_by_the_role():
+    """The flag reaches SGLang's argv from the named variable: attempt.yml's argv key, fed by main.yml's choose step."""
+    attempt = (ROOT / "roles/server/tasks/attempt.yml").read_text()
+    main = (ROOT / "roles/server/tasks/main.yml").read_text()
+    fed = {  # the variable the role launches with -> (the argv key in attempt.yml, where the inventory variable enters)
+        "server_mem_fraction_static": (
+            "'mem_fraction_static': server_fraction",
+            'requested_fraction: "{{ server_mem_fraction_static',
+        ),
+        "server_cuda_graph_max_bs": (
+            "'cuda_graph_max_bs': server_graph_bs",
+            'requested_graph_bs: "{{ server_cuda_graph_max_bs',
+        ),
+        "llmops_server_port": ("'port': llmops_server_port", None),
+    }  # fmt: skip
+    assert set(policy.INVENTORY_FLAGS.values()) == set(fed)
+    for flag, var in policy.INVENTORY_FLAGS.items():
+        argv_key, entry = fed[var]
+        assert argv_key in attempt, (flag, argv_key)
+        assert entry is None or entry in main, (flag, entry)
