@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from _node_util import CALLBACKS, MAKE_MODEL, ROOT, VENV_BIN, booted_nodes, fleet_inventory, ssh_key
 from node_ssh import ssh_run
+from transcripts import check as check_transcript
 
 pytestmark = pytest.mark.node
 
@@ -240,7 +241,13 @@ def test_a_capture_oom_on_node_1_is_named_and_stops_both_nodes(pair):
         )
         assert pair.unit_active(host) in ("inactive", "failed"), host
     head_log = pair.sh(HEAD, "tail -c 20000 /var/log/sglang/server.log")
-    assert "ncclRemoteError" in head_log  # the head's own log has only the echo; the diagnosis names node 1
+    assert "ncclRemoteError" in head_log
+    # the operator guide's transcript of a capture OOM, as the head reports it
+    task, res = next((n, r) for n, r in run.failed(HEAD) if n.startswith("Stop with SGLang's diagnosis"))
+    names = [(HOSTS[HEAD], "192.0.2.10"), (HOSTS[NODE1], "192.0.2.11"), (HEAD, "gpu01"), (NODE1, "gpu02")]
+    check_transcript(
+        "capture-oom", f"llmops.sglang.server : {task}", HEAD, res, names
+    )  # the head's own log has only the echo; the diagnosis names node 1
 
 
 def test_a_node_that_never_joins_is_diagnosed_within_the_distributed_init_timeout(pair):

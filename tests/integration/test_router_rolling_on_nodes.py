@@ -43,6 +43,7 @@ from _node_util import (
 )
 from events import GUARD, PLAYBOOK_GUARD, wait_until
 from node_ssh import ssh_run
+from transcripts import check as check_transcript
 
 pytestmark = pytest.mark.node
 
@@ -890,6 +891,14 @@ def test_the_router_host_down_is_diagnosed_and_no_replica_is_touched(fleet):
     assert roll.rc != 0
     msgs = [m for _, _, m in roll.failures()]
     assert any(m.startswith(f"The router on {ROUTER} ({ROUTER_IP}) does not answer") for m in msgs), msgs
+    # the operator guide's transcript of an unreachable router (a playbook task: no role in its name)
+    host, task, result = next(
+        (h, n, r)
+        for h, n, r in roll.results()
+        if r.get("_it_status") == "failed" and r.get("msg", "").startswith("The router on")
+    )
+    names = [(ROUTER_IP, "192.0.2.20"), (ROUTER, "router01")]
+    check_transcript("unreachable-router", task, host, result, names)
     assert any("no replica was restarted or taken out of the router" in m for m in msgs), msgs
     assert {ip: fleet.main_pid(ip) for ip in REPLICAS.values()} == pids
     stage = fleet.playbook(["playbooks/router.yml"], {"router_connect_timeout": 5})

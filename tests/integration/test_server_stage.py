@@ -33,6 +33,7 @@ from _node_util import (
 )
 from events import PLAYBOOK_GUARD
 from node_ssh import ssh_run
+from transcripts import check as check_transcript
 
 pytestmark = pytest.mark.node
 
@@ -270,6 +271,22 @@ def test_capture_oom_with_retry_reaches_ready_on_the_second_attempt_restarting_o
     )
     again = playbook(node, STAGES, {**STORY_095, "server_on_capture_oom": "retry"})
     assert again.rc == 0 and again.changed() == [], again.changed()  # the fraction that worked is remembered
+
+
+def test_a_kv_pool_too_small_stops_with_the_diagnosis(node):
+    """A fraction that leaves no room for the KV pool after the weights: SGLang's own refusal, named in one message
+    (the operator guide's transcript). The unit stays stopped; the next case's run starts it again."""
+    run = playbook(node, STAGES, {"server_mem_fraction_static": 0.6})
+    assert run.rc != 0
+    name, res = run.failed()[-1]
+    assert res["msg"].startswith("SGLang did not become ready after 1 attempt(s) (last: outcome oom_kv_pool"), res[
+        "msg"
+    ]
+    assert "--mem-fraction-static" in res["msg"], res["msg"]
+    assert node.unit_state()["ActiveState"] in ("inactive", "failed")
+    check_transcript(
+        "kv-pool-too-small", f"llmops.sglang.server : {name}", NODE, res, [(IP, "192.0.2.10"), (NODE, "gpu01")]
+    )
 
 
 def test_secrets_never_appear_in_output_or_files_at_vvv(node):

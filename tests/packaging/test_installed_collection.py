@@ -103,7 +103,7 @@ def test_the_site_playbook_runs_by_name_from_outside_the_repository(installed):
 LOGS = ROOT / "tests" / "unit" / "fixtures" / "logs"
 MODEL = ROOT / "tests" / "unit" / "fixtures" / "models" / "glm5-like"
 TOOLS = "ansible_collections.llmops.sglang.plugins.plugin_utils"
-# The lines docs/operators.md tells users to put in their ansible.cfg.
+# The lines docs/operator-guide.md tells users to put in their ansible.cfg.
 USER_CFG = "[defaults]\ncallbacks_enabled = llmops.sglang.sglang_progress\n"
 
 

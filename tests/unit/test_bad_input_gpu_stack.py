@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 from bad_input_util import ROW_FACTS_PLAY, failed_by_host
+from transcripts import callback_line
+from transcripts import check as check_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SMI = ROOT / "sim" / "gpu" / "nvidia-smi"
@@ -321,7 +323,7 @@ def runs(tmp_path_factory):
 
 @pytest.mark.parametrize("index", range(len(ROWS)), ids=[r[0] for r in ROWS])
 def test_bad_input_is_refused_in_one_line_before_any_change(runs, index):
-    _case, role, _extra, _profile, _driver, message = ROWS[index]
+    case, role, _extra, _profile, _driver, message = ROWS[index]
     proc, failed, url, before, after = runs(role)
     message = message.replace("{repo}", url)
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -332,3 +334,10 @@ def test_bad_input_is_refused_in_one_line_before_any_change(runs, index):
     # the role's own checks, or the last one, NVIDIA's repository index (roles/nvidia_repo tasks/check.yml)
     assert task.startswith((f"llmops.sglang.{role} : Check ", "llmops.sglang.nvidia_repo : Check ")), task
     assert after == before
+    if case == "driver_branch_too_old_for_blackwell":
+        # the operator guide's transcript of a refused driver, and its format is the default callback's own line
+        printed = [x for x in proc.stdout.splitlines() if x.startswith(f"fatal: [{host_of(index)}]")]
+        assert len(printed) == 1, printed
+        result = json.loads(printed[0].split(" => ", 1)[1])
+        assert callback_line(host_of(index), result) == printed[0]  # the guide's rendering is the callback's own
+        check_transcript("refused-driver", task, host_of(index), result, [(host_of(index), "gpu01")])
