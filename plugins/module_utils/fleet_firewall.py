@@ -11,7 +11,8 @@ writes, checks and loads what it renders; docs/security.md, *Fleet firewall*, sa
   TCPStore on the head, every interface), the ZMQ ports SGLang derives from it with ``--enable-dp-attention``
   (``DP_ATTENTION_OFFSETS``), and the ports the kernel picks for NCCL, Gloo, SGLang's message queue and
   ``get_free_port()`` (the host's ``net.ipv4.ip_local_port_range``) or pyzmq picks (``ZMQ_RANDOM_PORTS``);
-* who may open a connection to them: the replica's own nodes; to the model fan-out share: the fleet's hosts;
+* who may open a connection to them: the replica's own nodes; to the model fan-out share: the fleet's hosts; to
+  SGLang's HTTP API behind a router: the router hosts and ``fleet_firewall_server_clients``;
 * the ruleset: ``table inet llmops_sglang`` (declared, deleted and defined again in one file, so ``nft -f`` swaps it
   in one transaction), a base chain on the input hook with policy accept that rejects (TCP reset) new connections to
   those ports from anyone else and never names another port;
@@ -416,8 +417,10 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
 
     ``fleet``: llmops_fleet (module_utils/sglang_topology.py); ``hostvars``: every host's variables (ansible_host,
     fleet_firewall_addresses); ``settings``: enabled (llmops_firewall), fanout (model_fleet_fanout), share_peers
-    (model_fleet_peer_addresses), dist_init_port, share_port, exempt ({variable: port} never restricted: SSH, the
-    HTTP API, the router's ports), ephemeral (the host's ip_local_port_range).
+    (model_fleet_peer_addresses), dist_init_port, share_port, exempt ({variable: port} never in the replica's and
+    the share's ranges: SSH, the HTTP API, the router's ports), ephemeral (the host's ip_local_port_range), routers
+    (the sglang_routers hosts) and server_clients (fleet_firewall_server_clients): with either, the HTTP API
+    (server_port) takes new connections only from the routers' and those addresses.
     """
     if not flag("llmops_firewall", settings.get("enabled")):
         return {"state": "absent", "ruleset": "", "summary": "{0}: llmops_firewall is false: no table".format(host)}
@@ -515,6 +518,35 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
         )
         summary.append(
             "TCP {0} (model share) only from the fleet's {1} host(s)".format(share_port, len(fleet["hosts"]))
+        )
+    routers, clients = settings.get("routers") or [], settings.get("server_clients")
+    if clients is None:
+        clients = []
+    if routers or clients:
+        # SGLang's HTTP API (keyed) behind a router: the router hosts send it every request with the replica's key
+        # over plain HTTP, so the port takes new connections only from them and from the clients the inventory names
+        # (a scraper of /metrics, a monitoring host); the host's own processes reach it over loopback.
+        if isinstance(routers, str) or not isinstance(routers, (list, tuple)):
+            _refuse(
+                "expected the sglang_routers group to be a list of hosts; found {0}.", inventory_values.shown(routers)
+            )
+        api = port("llmops_server_port", settings.get("server_port"))
+        sources = []
+        for router in sorted(routers):
+            sources += _host_networks(router, hostvars, resolver)
+        sources += networks("fleet_firewall_server_clients", clients, resolver)
+        rules.append(
+            {
+                "name": "api",
+                "ports": [(api, api)],
+                "sources": sources,
+                "why": "SGLang's HTTP API: the router host(s) and fleet_firewall_server_clients only",
+            }
+        )
+        summary.append(
+            "TCP {0} (SGLang's API) only from {1} router host(s) and {2} listed client(s)".format(
+                api, len(routers), len(clients) if isinstance(clients, (list, tuple)) else 0
+            )
         )
     summary.insert(
         1,

@@ -50,6 +50,7 @@ pytestmark = pytest.mark.node
 REPLICAS = {"rr1": "10.213.0.111", "rr2": "10.213.0.112"}
 ROUTER, ROUTER_IP = "rr3", "10.213.0.113"
 ROUTER_PORT, METRICS_PORT, SERVER_PORT = 30080, 29000, 30000
+BRIDGE_IP = "10.213.0.1"  # the test host on the nodes' bridge
 MODEL_NAME = "glm-5"  # inventories/sim/group_vars/gpu_servers/server.yml
 STAGES = ["playbooks/preflight.yml", "playbooks/model.yml", "playbooks/server.yml", "playbooks/router.yml"]
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -275,6 +276,9 @@ def prepared_fleet(work) -> Fleet:
             # instead of the 35/s that 50 ms allowed (the loop's CPU is taken from every other test stream)
             "server_environment": {"SGLANG_SIM_REQUEST_SECONDS": "0.25"},
             "server_progress_interval": 5,
+            # the test host, as an operator lists a monitoring host: it calls the replicas directly below (keys,
+            # admin routes, health); every other address but the router's gets a reset on the API port
+            "fleet_firewall_server_clients": [BRIDGE_IP],
         },
     }
     groups = {"gpu_servers": replicas, "sglang_routers": {"hosts": {ROUTER: ROUTER_IP}}}
@@ -295,6 +299,14 @@ def fleet_secrets(fleet: Fleet) -> dict[str, str]:
     """Every key the collection generated for this fleet (credentials/: the router's two, each replica's two)."""
     d = fleet.inventory / "credentials"
     return {p.name: p.read_text().strip() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+def api_rejected(fleet, ip) -> int:
+    """Packets the fleet firewall on ``ip`` reset at SGLang's API port (the counter of its api reject rule)."""
+    table = ssh(fleet.key, ip, "nft list table inet llmops_sglang")
+    m = re.search(r"tcp dport @api_ports counter packets (\d+)", table)
+    assert m, table
+    return int(m.group(1))
 
 
 def firewall_journal(fleet) -> str:
@@ -403,6 +415,13 @@ def test_an_anonymous_client_cannot_use_the_control_plane_or_the_replicas_admin_
     }
     assert {k: v for k, v in refused.items() if v not in (401, 403)} == {}, refused
     assert status(f"{rr1}/flush_cache", "POST", bearer(admin_key)) == 200  # the admin key opens it
+    # the replica's API port behind the router: the router host gets in, another GPU server gets a reset (the
+    # fleet firewall's api rule counts it), so a key sniffed off the plain-HTTP hop is no use from elsewhere
+    reach = "timeout 10 bash -c 'exec 3<>/dev/tcp/{0}/{1}' 2>/dev/null && echo open || echo refused"
+    before = api_rejected(fleet, REPLICAS["rr1"])
+    assert ssh(fleet.key, ROUTER_IP, reach.format(REPLICAS["rr1"], SERVER_PORT)).strip() == "open"
+    assert ssh(fleet.key, REPLICAS["rr2"], reach.format(REPLICAS["rr1"], SERVER_PORT)).strip() == "refused"
+    assert api_rejected(fleet, REPLICAS["rr1"]) > before
     assert fleet.workers() == listed, "an anonymous request changed the router's workers"
     # the control plane's answer lists no key; no key in the router's command line, unit file or journal
     with OPENER.open(urllib.request.Request(f"{router}/workers", headers=bearer(fleet.admin_key)), timeout=10) as r:

@@ -196,6 +196,52 @@ def test_the_keyed_http_api_inside_the_ephemeral_range_stays_reachable_for_the_r
     assert 40000 not in ports
 
 
+# -- SGLang's HTTP API behind a router: the router hosts (and the listed clients) only --------------------------------
+ROUTED = {**HOSTVARS, "r1": {"ansible_host": "10.20.0.20", "fleet_firewall_addresses": ["fd20::20"]}}
+
+
+@pytest.mark.parametrize("host", ["h0", "h1", "h2"])
+def test_behind_a_router_the_api_port_admits_only_the_router_hosts(host):
+    got = plan(host=host, hostvars=ROUTED, routers=["r1"], server_port=30000)
+    ruleset = got["ruleset"]
+    assert port_set(ruleset, "api") == {30000}
+    assert elements(ruleset, "api_v4") == ["10.20.0.20"] and elements(ruleset, "api_v6") == ["fd20::20"]
+    assert "tcp dport @api_ports counter reject with tcp reset" in ruleset
+    # the replica's own nodes are not routers: they get no way in (nothing in a replica calls its head's API)
+    assert "10.20.0.11" not in elements(ruleset, "api_v4")
+    assert "30000 (SGLang's API) only from 1 router host(s) and 0 listed client(s)" in got["summary"]
+
+
+def test_listed_clients_join_the_routers_and_a_list_alone_restricts_a_server_without_a_router():
+    got = plan(
+        hostvars=ROUTED, routers=["r1"], server_port=30000, server_clients=["10.99.0.0/24", "gpu2.fleet.internal"]
+    )
+    assert elements(got["ruleset"], "api_v4") == ["10.20.0.2", "10.20.0.20", "10.99.0.0/24"]
+    alone = plan(host="h2", server_port=30000, server_clients=["10.99.0.7"])
+    assert elements(alone["ruleset"], "api_v4") == ["10.99.0.7"]
+
+
+@pytest.mark.parametrize("routers, clients", [([], []), ([], None)])
+def test_without_a_router_or_a_client_list_the_keyed_api_port_is_left_open(routers, clients):
+    ruleset = plan(host="h2", routers=routers, server_port=30000, server_clients=clients)["ruleset"]
+    assert "api" not in re.findall(r"set (\w+)_ports", ruleset)
+    assert 30000 not in port_set(ruleset, "replica")
+
+
+@pytest.mark.parametrize(
+    "over, word",
+    [
+        ({"server_clients": "10.0.0.1"}, "fleet_firewall_server_clients to be a list"),
+        ({"server_clients": ["0.0.0.0/0"]}, "fleet_firewall_server_clients"),
+        ({"server_clients": ["10.0.0.1\nx"]}, "fleet_firewall_server_clients"),
+        ({"routers": ["r1"], "server_port": "http"}, "llmops_server_port"),
+        ({"routers": "r1", "server_port": 30000}, "sglang_routers group to be a list"),
+    ],
+)
+def test_bad_api_client_input_is_a_one_line_refusal(over, word):
+    assert word in refusal(hostvars=ROUTED, **{"server_port": 30000, **over})
+
+
 def test_a_share_port_inside_the_ephemeral_range_gets_the_fleet_rule_not_the_replica_rule():
     got = plan(fanout=True, share_port=45000)
     assert 45000 not in port_set(got["ruleset"], "replica") and port_set(got["ruleset"], "share") == {45000}
@@ -396,6 +442,7 @@ CASES = {
     "rendezvous_at_the_top": {"dist_init_port": 65530},
     "loopback_accounts": {"local_accounts": ["nobody", 1001]},
     "single_node_loopback_open": {"host": "h2", "loopback": "open"},
+    "routed_api": {"hostvars": ROUTED, "routers": ["r1"], "server_port": 30000, "server_clients": ["fd99::/64"]},
 }
 
 

@@ -170,8 +170,9 @@ def lab():
         env.down()
 
 
-def head_plan(lab, replica_node=True):
-    """The renderer's table for the head, as the role plans it: the head namespace's own ephemeral range."""
+def head_plan(lab, replica_node=True, router=False):
+    """The renderer's table for the head, as the role plans it: the head namespace's own ephemeral range. With
+    ``router``, the fleet has a router host whose addresses are FLEET_HOST's."""
     ephemeral = lab.exec(lab.head, "cat", "/proc/sys/net/ipv4/ip_local_port_range").stdout
     members = ["head", "node1"] if replica_node else ["head", "node9"]
     hosts = {h: {"replica": "tp16", "nnodes": 2, "hosts": members} for h in members}
@@ -186,7 +187,20 @@ def head_plan(lab, replica_node=True):
                 "exempt": {"ansible_port": SSH, "llmops_server_port": HTTP, "llmops_router_port": 30080,
                            "llmops_router_prometheus_port": 29000},
                 "ephemeral": ephemeral}  # fmt: skip
+    if router:
+        hostvars["router1"] = {"ansible_host": f"{V4}{FLEET_HOST}", "fleet_firewall_addresses": [f"{V6}{FLEET_HOST}"]}
+        settings.update(routers=["router1"], server_port=HTTP)
     return fw.plan("head", {"hosts": hosts, "replicas": []}, hostvars, settings)
+
+
+def test_behind_a_router_only_the_router_host_reaches_sglangs_api_port(lab, tmp_path):
+    (http,) = lab.listen(HTTP)
+    tries = [(src, http, fam) for src in (NODE, FLEET_HOST, STRANGER) for fam in (4, 6)]
+    lab.load(head_plan(lab, router=True)["ruleset"], tmp_path)
+    got = dict(zip(tries, lab.attempts(tries), strict=True))
+    want = {NODE: "reset", FLEET_HOST: "open", STRANGER: "reset"}
+    assert {t: got[t] for t in tries} == {t: want[t[0]] for t in tries}, got
+    assert lab.rejected()["api"] == 2 * 2  # the replica's other node and the stranger, over both families
 
 
 def test_only_the_replicas_node_reaches_the_rendezvous_the_fleet_reaches_the_share_and_ssh_stays_open(lab, tmp_path):
