@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _listeners as listeners
 import pytest
 from _node_util import CALLBACKS, MAKE_MODEL, ROOT, VENV_BIN, booted_nodes, fleet_inventory, ssh_key
 from node_ssh import ssh_run
@@ -203,6 +204,14 @@ def test_two_nodes_come_up_as_one_tp16_server_and_a_rerun_changes_nothing(pair):
         again.changed(NODE1),
     )
     print(f"\nTP16 over 2 nodes: converge {run.seconds:.1f} s, re-run {again.seconds:.1f} s")
+    # every listener of the serving replica is a row of docs/security.md's table and binds where it says: the head's
+    # API (loopback by default) and rendezvous (torch's TCPStore, every interface, while the server runs), node 1's
+    # dummy /health on the API's port and bind; no process group store of its own (the rendezvous is the group's)
+    seen = {h: listeners.listening(pair.sh(h, "ss -ltnpH")) for h in HOSTS}
+    low, high = map(int, pair.sh(HEAD, "cat /proc/sys/net/ipv4/ip_local_port_range").split())
+    assert listeners.problems(seen, {}, (low, high)) == ([], []), seen
+    ports = {h: listeners.ports(rows, (low, high)) for h, rows in seen.items()}
+    assert ports == {HEAD: [20000, 30000], NODE1: [30000]}, ports
     # The fleet firewall (llmops_firewall, on by default) is loaded on both nodes; at the head's rendezvous it resets a
     # stranger (this test host, 10.213.0.1, is not in the replica) and lets node 1 through (its rule's counter only
     # counts the stranger).

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -30,6 +31,7 @@ import urllib.request
 import uuid
 from collections import Counter
 
+import _listeners as listeners
 import pytest
 from _node_util import (
     CALLBACKS,
@@ -449,58 +451,26 @@ def test_an_anonymous_client_cannot_use_the_control_plane_or_the_replicas_admin_
 # listener the collection opened is a row there (its port) and binds where that row says by default or where this
 # fleet's inventory sets it (llmops_server_host 0.0.0.0 on the replicas); the nodes' own sshd is the only other one.
 INVENTORY_BINDS = {"llmops_server_host": "0.0.0.0"}
-NODE_OWN = {"sshd"}
-
-
-def documented_listeners() -> dict[int, tuple[str | None, str]]:
-    """{port: (bind variable or None when fixed, default bind)} from the Listeners table of docs/security.md."""
-    text = (ROOT / "docs" / "security.md").read_text()
-    table = text.split("## Listeners", 1)[1].split("\n## ", 1)[0]
-    out = {}
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 7 or not line.startswith("| "):
-            continue
-        port = re.match(r"`(\w+)` = `(\d+)`", cells[1])
-        bind = re.match(r"`(\w+)` = `([^`]+)`", cells[2]) or re.match(r"fixed `([^`]+)`", cells[2])
-        if port and bind:
-            out[int(port.group(2))] = (bind.group(1), bind.group(2)) if bind.lastindex == 2 else (None, bind.group(1))
-    return out
-
-
-def listening(fleet: Fleet, ip: str) -> set[tuple[str, int, str]]:
-    """(address, port, process name) of every TCP socket listening on the node at ``ip`` (ss -ltnp)."""
-    out = set()
-    for line in ssh(fleet.key, ip, "ss -ltnpH").splitlines():
-        fields = line.split()
-        addr, port = fields[3].rsplit(":", 1)
-        proc = re.search(r'users:\(\("([^"]+)"', line)
-        out.add((addr.strip("[]"), int(port), proc.group(1) if proc else "?"))
-    return out
 
 
 def test_every_listener_on_the_fleet_is_in_docs_security_md_and_binds_where_it_says(fleet):
-    documented = documented_listeners()
-    assert {30000, 30080, 29000, 20000, 8765} <= set(documented), documented
+    documented = listeners.documented()
+    assert {30000, 30080, 29000, 20000, 8765, "ephemeral"} <= set(documented), documented
     nodes = {**REPLICAS, ROUTER: ROUTER_IP}
-    seen = {name: listening(fleet, ip) for name, ip in nodes.items()}
-    stray, wrong = [], []
-    for name, rows in seen.items():
-        for addr, port, proc in sorted(rows):
-            if proc in NODE_OWN:
-                continue
-            if port not in documented:
-                stray.append((name, addr, port, proc))
-                continue
-            var, default = documented[port]
-            want = INVENTORY_BINDS.get(var, default)
-            if addr != want and not (want == "0.0.0.0" and addr in ("*", "::")):
-                wrong.append((name, addr, port, proc, f"docs: {var or 'fixed'} = {want}"))
+    seen = {name: listeners.listening(ssh(fleet.key, ip, "ss -ltnpH")) for name, ip in nodes.items()}
+    low, high = map(int, ssh(fleet.key, REPLICAS["rr1"], "cat /proc/sys/net/ipv4/ip_local_port_range").split())
+    stray, wrong = listeners.problems(seen, INVENTORY_BINDS, (low, high))
     assert stray == [], f"listeners docs/security.md does not list: {stray}"
     assert wrong == [], f"listeners bound elsewhere than docs/security.md says: {wrong}"
-    ports = {name: sorted({p for _, p, proc in rows if proc not in NODE_OWN}) for name, rows in seen.items()}
-    # what this fleet must have open: each replica's API, the router's data plane and its exporter
-    assert ports == {"rr1": [SERVER_PORT], "rr2": [SERVER_PORT], ROUTER: [METRICS_PORT, ROUTER_PORT]}, ports
+    ports = {name: listeners.ports(rows, (low, high)) for name, rows in seen.items()}
+    # what this fleet must have open: each replica's API and its process group's TCPStore (a port of the ephemeral
+    # range on every interface, for the life of the server), the router's data plane and its exporter
+    want = [SERVER_PORT, "ephemeral"]
+    assert ports == {"rr1": want, "rr2": want, ROUTER: [METRICS_PORT, ROUTER_PORT]}, ports
+    # the store answers no one but the host itself: the single-node replica's table resets the test host
+    store = next(p for _, p, proc in seen["rr1"] if low <= p <= high and proc not in listeners.NODE_OWN)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((REPLICAS["rr1"], store), timeout=10).close()
     FIGURES.append(f"listeners (ss -ltnp) but sshd: {ports}; each as docs/security.md's table says")
 
 

@@ -3,7 +3,8 @@
 The module boots sv1 (10.213.0.61, 8 x RTX PRO 6000), makes the SGLang stand-in importable in /opt/sglang/venv
 with tests/integration/server_prepare.yml, and runs the playbooks with inventories/sim/group_vars plus per-case -e
 overrides. Cases run in file order and share the node: an interrupted download that resumes, the reference converge
-with its idempotent re-run, a capture OOM retried end to end (restarting only the server), and secrets at -vvv. The
+with its idempotent re-run, a capture OOM retried end to end (restarting only the server), a KV pool too small, and
+the example's single server off loopback (keyed, its listeners as docs/security.md says, no secret at -vvv). The
 server stage's decisions are table-tested without a node (tests/unit/test_server_policy.py; docs/testing.md lists
 where each earlier node assertion now lives).
 
@@ -16,11 +17,13 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
-import uuid
 
+import _listeners as listeners
 import pytest
 from _node_util import (
     CALLBACKS,
@@ -289,9 +292,12 @@ def test_a_kv_pool_too_small_stops_with_the_diagnosis(node):
     )
 
 
-def test_secrets_never_appear_in_output_or_files_at_vvv(node):
-    api_key = "sk-llmops-" + uuid.uuid4().hex
-    extra = {"model_hf_token": HUB_TOKEN, "llmops_server_api_key": api_key}
+def test_a_single_server_off_loopback_is_keyed_its_listeners_are_documented_and_no_secret_appears_at_vvv(node):
+    """The example inventory's advice for one server (one host in gpu_servers, no router group) keeps
+    llmops_server_host: 0.0.0.0: the server gets its generated API key and admin key (from the inventory's
+    credentials/), anonymous callers from another host get 401 on the admin and OpenAI routes, every listener is a row
+    of docs/security.md's table, and neither the keys nor the hub token appear in the output at -vvv or on the host."""
+    extra = {"model_hf_token": HUB_TOKEN, "llmops_server_host": "0.0.0.0"}
     # the gated model needs the token: proves it is used
     gated = playbook(
         node,
@@ -303,24 +309,61 @@ def test_secrets_never_appear_in_output_or_files_at_vvv(node):
     assert gated.rc == 0, gated.stdout[-3000:]
     run = playbook(node, STAGES, extra, json_out=False, verbose="-vvv")
     assert run.rc == 0, run.stdout[-4000:]
-    for secret in (HUB_TOKEN, api_key):
+    creds = node.inventory / "credentials"
+    api_key = (creds / f"replica-{NODE}-api-key.txt").read_text().strip()
+    admin_key = (creds / f"replica-{NODE}-admin-api-key.txt").read_text().strip()
+    assert len(api_key) >= 32 and len(admin_key) >= 32 and api_key != admin_key
+    for secret in (HUB_TOKEN, api_key, admin_key):
         assert secret not in run.stdout + run.stderr + gated.stdout + gated.stderr
     env = node.sh("stat -c '%a %U' /etc/sglang/sglang.env /etc/sglang/hf-token.env").split()
     assert env == ["600", "root", "600", "root"]
-    # the hub token only where downloads read it (issue 25 item 7): not in the server's EnvironmentFile
+    # the hub token only where downloads read it: not in the server's EnvironmentFile
     assert HUB_TOKEN not in node.sh("cat /etc/sglang/sglang.env")
     hits = node.sh(
         "grep -r -a -l -F -f /dev/stdin /etc /var /opt /root /home /tmp 2>/dev/null"
         " | grep -vx -e /etc/sglang/sglang.env -e /etc/sglang/hf-token.env || true",
-        input=f"{HUB_TOKEN}\n{api_key}\n",
+        input=f"{HUB_TOKEN}\n{api_key}\n{admin_key}\n",
     ).split()
     assert hits == [], hits
     ps = node.sh("ps -eo args")
-    assert HUB_TOKEN not in ps and api_key not in ps
+    assert all(secret not in ps for secret in (HUB_TOKEN, api_key, admin_key))
     assert node.sh("grep -c 'api_key=.\\*\\*\\*.' /var/log/sglang/server.log").strip() != "0"
-    code = node.sh(
-        f"curl -s -o /dev/null -w '%{{http_code}}' -H 'Authorization: Bearer {api_key}' "
-        "http://127.0.0.1:30000/v1/models"
-    )
-    assert code == "200"
-    assert node.sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models") == "401"
+    # from another host (this test host): every route but /health and /metrics asks a key, admin routes the admin key
+    base = f"http://{IP}:30000"
+    got = {
+        "models, anonymous": http_status(f"{base}/v1/models"),
+        "models, API key": http_status(f"{base}/v1/models", api_key),
+        "flush_cache, anonymous": http_status(f"{base}/flush_cache", method="POST"),
+        "flush_cache, API key": http_status(f"{base}/flush_cache", api_key, "POST"),
+        "flush_cache, admin key": http_status(f"{base}/flush_cache", admin_key, "POST"),
+    }
+    assert got == {
+        "models, anonymous": 401,
+        "models, API key": 200,
+        "flush_cache, anonymous": 401,
+        "flush_cache, API key": 401,
+        "flush_cache, admin key": 200,
+    }, got
+    # every listener is a row of docs/security.md's table and binds where it says: the API on every interface (the
+    # inventory's bind) and the process group's TCPStore (a port of the ephemeral range, every interface, for the life
+    # of the server), which the single-node replica's firewall table keeps to the host itself
+    seen = {NODE: listeners.listening(node.sh("ss -ltnpH"))}
+    low, high = map(int, node.sh("cat /proc/sys/net/ipv4/ip_local_port_range").split())
+    assert listeners.problems(seen, {"llmops_server_host": "0.0.0.0"}, (low, high)) == ([], []), seen
+    assert listeners.ports(seen[NODE], (low, high)) == [30000, "ephemeral"], seen
+    store = next(p for _, p, proc in seen[NODE] if low <= p <= high and proc not in listeners.NODE_OWN)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((IP, store), timeout=10).close()
+
+
+def http_status(url, key=None, method="GET"):
+    """The status of one request from this test host (no proxy), with the key as a bearer token when given."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    data = b"{}" if method == "POST" else None
+    req = urllib.request.Request(url, data=data, headers=headers, method=method)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=30) as r:  # a hang guard: the stand-in answers at once
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code

@@ -8,7 +8,7 @@ import signal
 import socket
 
 import pytest
-from conftest import write_profile
+from conftest import ephemeral_range, listeners_of, write_profile
 from events import sleeping, wait_until
 
 READY = "The server is fired up and ready to roll!"
@@ -187,6 +187,19 @@ def test_llama_tp1_log_format(launch, models):
     )
     assert " TP0]" not in log
     assert "Using KV cache dtype: torch.bfloat16" in log
+
+
+def test_a_single_node_server_keeps_its_process_groups_store_listening_on_every_interface(launch, models):
+    """As SGLang 0.5.9 with torch: the process group at tcp://127.0.0.1:NCCL_PORT, whose TCPStore binds the port on
+    every interface; NCCL_PORT from get_free_port(), so a port of the ephemeral range (docs/security.md, Listeners)."""
+    s = launch(["--model-path", str(models[LLAMA]), "--mem-fraction-static", "0.85"], profile="h100-80gb-x8.json")
+    assert s.wait_for(READY), s.log
+    low, high = ephemeral_range()
+    found = listeners_of(s.proc.pid)
+    store = [(a, p) for a, p in found if p != s.port]
+    assert len(store) == 1 and low <= store[0][1] <= high and store[0][0] in ("*", "0.0.0.0", "::"), found
+    with socket.create_connection(("127.0.0.1", store[0][1]), timeout=10):
+        pass  # it accepts, as the store does
 
 
 def test_0514_log_family(launch, models, fixed_tree):

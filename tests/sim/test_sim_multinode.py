@@ -7,7 +7,7 @@ import re
 import urllib.error
 import urllib.request
 
-from conftest import free_port
+from conftest import free_port, listeners_of
 from events import GUARD
 
 READY = "The server is fired up and ready to roll!"
@@ -28,6 +28,7 @@ def pair(launch, models, *, timeout=int(GUARD), node1_fault="", extra=()):
     common += ["--dist-init-addr", f"127.0.0.1:{dist}", "--dist-timeout", str(timeout), *extra]
     head = launch([*common, "--node-rank", "0"])
     node1 = launch([*common, "--node-rank", "1"], env={"SGLANG_SIM_FAULT": node1_fault})
+    head.dist_port = dist
     return head, node1
 
 
@@ -46,6 +47,8 @@ def test_two_nodes_rendezvous_and_log_global_ranks_only_the_head_serves_the_api(
     assert ranks_with(head.log, "Load weight end") == {f"TP{r}" for r in range(8)}
     assert ranks_with(node1.log, "Load weight end") == {f"TP{r}" for r in range(8, 16)}
     assert READY not in node1.log
+    # the head's rendezvous (torch's TCPStore at --dist-init-addr) stays listening while the server runs
+    assert head.dist_port in {p for _, p in listeners_of(head.proc.pid)}, listeners_of(head.proc.pid)
     assert status(f"http://127.0.0.1:{head.port}/v1/models") == 200
     # node_rank >= 1: SGLang's dummy health server (200 on /health), no API
     assert status(f"http://127.0.0.1:{node1.port}/health") == 200

@@ -1,4 +1,5 @@
-"""Multi-node rendezvous of the stand-in: a real TCP connection between the simulated nodes of one server.
+"""Multi-node rendezvous of the stand-in: a real TCP connection between the simulated nodes of one server; and the
+listener a single-node replica's process group keeps (``open_store``).
 
 What torch.distributed's TCPStore does for ``--dist-init-addr HOST:PORT --nnodes N --node-rank R``: node rank 0
 listens on PORT (on every address, as TCPStore does), every other node connects (retrying until the distributed-init
@@ -57,6 +58,37 @@ def remote_error_text(peer: str, port: int) -> str:
         "Last error:\n"
         f"Net : Connection closed by remote peer {peer}<{port}>"
     )
+
+
+def hold(listener: socket.socket, keep: int = 64) -> None:
+    """Accept connections and hold them open for the life of the process, as the store's server does (the stand-in
+    speaks no store protocol: a connection made now gets no answer)."""
+    held: list[socket.socket] = []
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        held.append(conn)
+        if len(held) > keep:
+            held.pop(0).close()
+
+
+def open_store(port: int | None) -> socket.socket:
+    """The TCPStore of a single-node replica's process group. SGLang 0.5.9 initialises it at
+    ``tcp://127.0.0.1:{nccl_port}`` (``nccl_port`` = ``--nccl-port``, else ``get_free_port()``: a port the kernel
+    picks from ``net.ipv4.ip_local_port_range``), and torch's store binds that port on every interface, dual-stack
+    ``::`` where IPv6 exists, else ``0.0.0.0`` (docs/security.md cites both); it listens as long as the server runs."""
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(("::", port or 0))
+    except OSError:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("0.0.0.0", port or 0))
+    sock.listen(64)
+    threading.Thread(target=hold, args=(sock,), name="sim-store", daemon=True).start()
+    return sock
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -139,7 +171,9 @@ class Rendezvous:
                 self.joined.value = 1 + len(peers)
             else:
                 conn.close()
-        listener.close()
+        # torch's TCPStore serves for the life of the process group: the head keeps listening on every interface
+        listener.settimeout(None)
+        threading.Thread(target=hold, args=(listener,), name="sim-store", daemon=True).start()
         for s, _ in peers.values():
             s.settimeout(None)
             s.sendall(b"GO\n")

@@ -11,12 +11,14 @@ import sys
 
 from sglang.srt.configs.model_config import load_model_config
 from sglang.srt.managers.scheduler import run_scheduler_process
-from sglang.srt.sim_dist import Rendezvous
+from sglang.srt.sim_dist import Rendezvous, open_store
 from sglang.srt.sim_faults import FaultSpecError, load_faults
 from sglang.srt.sim_gpu import Gpu, load_system
 from sglang.srt.utils.common import CHILD_PROCESSES, configure_logger, kill_process_tree
 
 logger = logging.getLogger(__name__)
+# the listeners this launcher keeps for the life of the server (a single-node replica's TCPStore)
+STORES: list = []
 
 _state = {"phase": "launch", "handling": False}
 
@@ -131,6 +133,10 @@ def launch_subprocesses(server_args, system, model_config, faults):
         procs.append(proc)
         if rendezvous is not None:
             rendezvous.children.append(proc.pid)
+
+    if nnodes <= 1:
+        # a single-node replica's process group: torch's TCPStore, listening on every interface while the server runs
+        STORES.append(open_store(server_args.nccl_port))
 
     infos: list[dict | None] = [None] * len(conns)
     pending = dict(enumerate(conns))
