@@ -424,6 +424,15 @@ def test_an_anonymous_client_cannot_use_the_control_plane_or_the_replicas_admin_
     assert ssh(fleet.key, ROUTER_IP, reach.format(REPLICAS["rr1"], SERVER_PORT)).strip() == "open"
     assert ssh(fleet.key, REPLICAS["rr2"], reach.format(REPLICAS["rr1"], SERVER_PORT)).strip() == "refused"
     assert api_rejected(fleet, REPLICAS["rr1"]) > before
+    # a table deleted while the fleet serves is loaded again at once (llmops-sglang-firewall-watch.service)
+    rr2 = REPLICAS["rr2"]
+    ssh(fleet.key, rr2, "nft flush ruleset")
+    table = "nft list table inet llmops_sglang >/dev/null 2>&1 && echo loaded || echo missing"
+    wait_until(lambda: ssh(fleet.key, rr2, table).strip() == "loaded", "rr2's table loaded again after a flush")
+    watch = ssh(fleet.key, rr2, "journalctl -u llmops-sglang-firewall-watch.service --no-pager -o cat")
+    assert "was deleted: loading /etc/llmops-sglang/firewall.nft again" in watch, watch
+    assert ssh(fleet.key, ROUTER_IP, reach.format(rr2, SERVER_PORT)).strip() == "open"
+    assert ssh(fleet.key, REPLICAS["rr1"], reach.format(rr2, SERVER_PORT)).strip() == "refused"
     assert fleet.workers() == listed, "an anonymous request changed the router's workers"
     # the control plane's answer lists no key; no key in the router's command line, unit file or journal
     with OPENER.open(urllib.request.Request(f"{router}/workers", headers=bearer(fleet.admin_key)), timeout=10) as r:

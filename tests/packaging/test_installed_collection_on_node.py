@@ -163,11 +163,13 @@ def test_the_installed_site_playbook_brings_a_prepared_node_to_ready(installed, 
     # and the loaded table are there (the node image has no nftables: the role installed it from the mirror)
     assert re.search(rf"{NODE}: TCP [0-9, -]+ only from this host \(single-node replica {NODE}\)", out), out[-3000:]
     left = node.ssh(
-        "ls /etc/llmops-sglang/firewall.nft /etc/systemd/system/llmops-sglang-firewall.service;"
-        " systemctl is-active llmops-sglang-firewall; nft list tables"
+        "ls /etc/llmops-sglang/firewall.nft /etc/systemd/system/llmops-sglang-firewall.service"
+        " /etc/systemd/system/llmops-sglang-firewall-watch.service;"
+        " systemctl is-active llmops-sglang-firewall llmops-sglang-firewall-watch; nft list tables"
     )
     assert "/etc/llmops-sglang/firewall.nft" in left and "llmops-sglang-firewall.service" in left, left
-    assert "\nactive\n" in left and "table inet llmops_sglang" in left, left
+    assert "llmops-sglang-firewall-watch.service" in left, left
+    assert "\nactive\nactive\n" in left and "table inet llmops_sglang" in left, left
     # over loopback, a root listener in the ephemeral range (as the TCPStore's) takes SGLang's account and root, and
     # resets another local account's new connection (the table's output chain)
     probe = node.ssh("python3 - sglang nobody", input=LOOPBACK_PROBE.encode())

@@ -25,7 +25,11 @@ def test_receipts_are_root_only_and_watch_what_the_stages_left(host):
     server = json.loads(host.file(f"{STAGES}/server.json").content_string)
     assert host.file(f"{STAGES}/server.json").mode == 0o600
     assert {"/etc/systemd/system/sglang.service", "/etc/logrotate.d/sglang"} <= set(server["watch"]["files"])
-    assert server["watch"]["services"] == ["llmops-sglang-firewall.service", "sglang.service"]
+    assert server["watch"]["services"] == [
+        "llmops-sglang-firewall-watch.service",
+        "llmops-sglang-firewall.service",
+        "sglang.service",
+    ]
     # the roll's name is not an input (it changes every run), this host's place in its replica is
     assert "llmops_roll_id" not in server["inputs"] and "server_receipt_topology" in server["inputs"]
     assert "llmops_fleet" not in server["inputs"]
