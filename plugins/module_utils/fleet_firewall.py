@@ -519,9 +519,7 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
         summary.append(
             "TCP {0} (model share) only from the fleet's {1} host(s)".format(share_port, len(fleet["hosts"]))
         )
-    routers, clients = settings.get("routers") or [], settings.get("server_clients")
-    if clients is None:
-        clients = []
+    routers, clients = settings.get("routers") or [], settings.get("server_clients") or []
     if routers or clients:
         # SGLang's HTTP API (keyed) behind a router: the router hosts send it every request with the replica's key
         # over plain HTTP, so the port takes new connections only from them and from the clients the inventory names
@@ -545,7 +543,7 @@ def plan(host, fleet, hostvars, settings, resolver=resolve):
         )
         summary.append(
             "TCP {0} (SGLang's API) only from {1} router host(s) and {2} listed client(s)".format(
-                api, len(routers), len(clients) if isinstance(clients, (list, tuple)) else 0
+                api, len(routers), len(clients)
             )
         )
     summary.insert(

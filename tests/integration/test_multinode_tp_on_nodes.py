@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import _listeners as listeners
+import listeners
 import pytest
 from _node_util import CALLBACKS, MAKE_MODEL, ROOT, VENV_BIN, booted_nodes, fleet_inventory, ssh_key
 from node_ssh import ssh_run
@@ -208,9 +208,9 @@ def test_two_nodes_come_up_as_one_tp16_server_and_a_rerun_changes_nothing(pair):
     # API (loopback by default) and rendezvous (torch's TCPStore, every interface, while the server runs), node 1's
     # dummy /health on the API's port and bind; no process group store of its own (the rendezvous is the group's)
     seen = {h: listeners.listening(pair.sh(h, "ss -ltnpH")) for h in HOSTS}
-    low, high = map(int, pair.sh(HEAD, "cat /proc/sys/net/ipv4/ip_local_port_range").split())
-    assert listeners.problems(seen, {}, (low, high)) == ([], []), seen
-    ports = {h: listeners.ports(rows, (low, high)) for h, rows in seen.items()}
+    ephemeral = listeners.port_range(pair.sh(HEAD, "cat /proc/sys/net/ipv4/ip_local_port_range"))
+    assert listeners.problems(seen, {}, ephemeral) == ([], []), seen
+    ports = {h: listeners.ports(rows, ephemeral) for h, rows in seen.items()}
     assert ports == {HEAD: [20000, 30000], NODE1: [30000]}, ports
     # The fleet firewall (llmops_firewall, on by default) is loaded on both nodes; at the head's rendezvous it resets a
     # stranger (this test host, 10.213.0.1, is not in the replica) and lets node 1 through (its rule's counter only
@@ -250,13 +250,11 @@ def test_a_capture_oom_on_node_1_is_named_and_stops_both_nodes(pair):
         )
         assert pair.unit_active(host) in ("inactive", "failed"), host
     head_log = pair.sh(HEAD, "tail -c 20000 /var/log/sglang/server.log")
-    assert "ncclRemoteError" in head_log
+    assert "ncclRemoteError" in head_log  # the head's own log has only the echo; the diagnosis names node 1
     # the operator guide's transcript of a capture OOM, as the head reports it
     task, res = next((n, r) for n, r in run.failed(HEAD) if n.startswith("Stop with SGLang's diagnosis"))
     names = [(HOSTS[HEAD], "192.0.2.10"), (HOSTS[NODE1], "192.0.2.11"), (HEAD, "gpu01"), (NODE1, "gpu02")]
-    check_transcript(
-        "capture-oom", f"llmops.sglang.server : {task}", HEAD, res, names
-    )  # the head's own log has only the echo; the diagnosis names node 1
+    check_transcript("capture-oom", f"llmops.sglang.server : {task}", HEAD, res, names)
 
 
 def test_a_node_that_never_joins_is_diagnosed_within_the_distributed_init_timeout(pair):

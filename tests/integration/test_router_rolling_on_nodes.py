@@ -31,7 +31,7 @@ import urllib.request
 import uuid
 from collections import Counter
 
-import _listeners as listeners
+import listeners
 import pytest
 from _node_util import (
     CALLBACKS,
@@ -303,6 +303,12 @@ def fleet_secrets(fleet: Fleet) -> dict[str, str]:
     return {p.name: p.read_text().strip() for p in sorted(d.iterdir()) if p.is_file()}
 
 
+def reaches(fleet, src_ip, dst_ip, port) -> str:
+    """ "open" when the node at ``src_ip`` can open a TCP connection to ``dst_ip``:``port``, else "refused"."""
+    probe = f"timeout 10 bash -c 'exec 3<>/dev/tcp/{dst_ip}/{port}' 2>/dev/null && echo open || echo refused"
+    return ssh(fleet.key, src_ip, probe).strip()
+
+
 def api_rejected(fleet, ip) -> int:
     """Packets the fleet firewall on ``ip`` reset at SGLang's API port (the counter of its api reject rule)."""
     table = ssh(fleet.key, ip, "nft list table inet llmops_sglang")
@@ -419,20 +425,19 @@ def test_an_anonymous_client_cannot_use_the_control_plane_or_the_replicas_admin_
     assert status(f"{rr1}/flush_cache", "POST", bearer(admin_key)) == 200  # the admin key opens it
     # the replica's API port behind the router: the router host gets in, another GPU server gets a reset (the
     # fleet firewall's api rule counts it), so a key sniffed off the plain-HTTP hop is no use from elsewhere
-    reach = "timeout 10 bash -c 'exec 3<>/dev/tcp/{0}/{1}' 2>/dev/null && echo open || echo refused"
-    before = api_rejected(fleet, REPLICAS["rr1"])
-    assert ssh(fleet.key, ROUTER_IP, reach.format(REPLICAS["rr1"], SERVER_PORT)).strip() == "open"
-    assert ssh(fleet.key, REPLICAS["rr2"], reach.format(REPLICAS["rr1"], SERVER_PORT)).strip() == "refused"
-    assert api_rejected(fleet, REPLICAS["rr1"]) > before
+    rr1, rr2 = REPLICAS["rr1"], REPLICAS["rr2"]
+    before = api_rejected(fleet, rr1)
+    assert reaches(fleet, ROUTER_IP, rr1, SERVER_PORT) == "open"
+    assert reaches(fleet, rr2, rr1, SERVER_PORT) == "refused"
+    assert api_rejected(fleet, rr1) > before
     # a table deleted while the fleet serves is loaded again at once (llmops-sglang-firewall-watch.service)
-    rr2 = REPLICAS["rr2"]
     ssh(fleet.key, rr2, "nft flush ruleset")
     table = "nft list table inet llmops_sglang >/dev/null 2>&1 && echo loaded || echo missing"
     wait_until(lambda: ssh(fleet.key, rr2, table).strip() == "loaded", "rr2's table loaded again after a flush")
     watch = ssh(fleet.key, rr2, "journalctl -u llmops-sglang-firewall-watch.service --no-pager -o cat")
     assert "was deleted: loading /etc/llmops-sglang/firewall.nft again" in watch, watch
-    assert ssh(fleet.key, ROUTER_IP, reach.format(rr2, SERVER_PORT)).strip() == "open"
-    assert ssh(fleet.key, REPLICAS["rr1"], reach.format(rr2, SERVER_PORT)).strip() == "refused"
+    assert reaches(fleet, ROUTER_IP, rr2, SERVER_PORT) == "open"
+    assert reaches(fleet, rr1, rr2, SERVER_PORT) == "refused"
     assert fleet.workers() == listed, "an anonymous request changed the router's workers"
     # the control plane's answer lists no key; no key in the router's command line, unit file or journal
     with OPENER.open(urllib.request.Request(f"{router}/workers", headers=bearer(fleet.admin_key)), timeout=10) as r:
@@ -467,17 +472,17 @@ def test_every_listener_on_the_fleet_is_in_docs_security_md_and_binds_where_it_s
     assert {30000, 30080, 29000, 20000, 8765, "ephemeral"} <= set(documented), documented
     nodes = {**REPLICAS, ROUTER: ROUTER_IP}
     seen = {name: listeners.listening(ssh(fleet.key, ip, "ss -ltnpH")) for name, ip in nodes.items()}
-    low, high = map(int, ssh(fleet.key, REPLICAS["rr1"], "cat /proc/sys/net/ipv4/ip_local_port_range").split())
-    stray, wrong = listeners.problems(seen, INVENTORY_BINDS, (low, high))
+    ephemeral = listeners.port_range(ssh(fleet.key, REPLICAS["rr1"], "cat /proc/sys/net/ipv4/ip_local_port_range"))
+    stray, wrong = listeners.problems(seen, INVENTORY_BINDS, ephemeral)
     assert stray == [], f"listeners docs/security.md does not list: {stray}"
     assert wrong == [], f"listeners bound elsewhere than docs/security.md says: {wrong}"
-    ports = {name: listeners.ports(rows, (low, high)) for name, rows in seen.items()}
+    ports = {name: listeners.ports(rows, ephemeral) for name, rows in seen.items()}
     # what this fleet must have open: each replica's API and its process group's TCPStore (a port of the ephemeral
     # range on every interface, for the life of the server), the router's data plane and its exporter
     want = [SERVER_PORT, "ephemeral"]
     assert ports == {"rr1": want, "rr2": want, ROUTER: [METRICS_PORT, ROUTER_PORT]}, ports
     # the store answers no one but the host itself: the single-node replica's table resets the test host
-    store = next(p for _, p, proc in seen["rr1"] if low <= p <= high and proc not in listeners.NODE_OWN)
+    (store,) = listeners.in_range(seen["rr1"], ephemeral)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((REPLICAS["rr1"], store), timeout=10).close()
     FIGURES.append(f"listeners (ss -ltnp) but sshd: {ports}; each as docs/security.md's table says")

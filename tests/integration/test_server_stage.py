@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 
-import _listeners as listeners
+import listeners
 import pytest
 from _node_util import (
     CALLBACKS,
@@ -282,10 +282,9 @@ def test_a_kv_pool_too_small_stops_with_the_diagnosis(node):
     run = playbook(node, STAGES, {"server_mem_fraction_static": 0.6})
     assert run.rc != 0
     name, res = run.failed()[-1]
-    assert res["msg"].startswith("SGLang did not become ready after 1 attempt(s) (last: outcome oom_kv_pool"), res[
-        "msg"
-    ]
-    assert "--mem-fraction-static" in res["msg"], res["msg"]
+    msg = res["msg"]
+    assert msg.startswith("SGLang did not become ready after 1 attempt(s) (last: outcome oom_kv_pool"), msg
+    assert "--mem-fraction-static" in msg, msg
     assert node.unit_state()["ActiveState"] in ("inactive", "failed")
     check_transcript(
         "kv-pool-too-small", f"llmops.sglang.server : {name}", NODE, res, [(IP, "192.0.2.10"), (NODE, "gpu01")]
@@ -348,10 +347,10 @@ def test_a_single_server_off_loopback_is_keyed_its_listeners_are_documented_and_
     # inventory's bind) and the process group's TCPStore (a port of the ephemeral range, every interface, for the life
     # of the server), which the single-node replica's firewall table keeps to the host itself
     seen = {NODE: listeners.listening(node.sh("ss -ltnpH"))}
-    low, high = map(int, node.sh("cat /proc/sys/net/ipv4/ip_local_port_range").split())
-    assert listeners.problems(seen, {"llmops_server_host": "0.0.0.0"}, (low, high)) == ([], []), seen
-    assert listeners.ports(seen[NODE], (low, high)) == [30000, "ephemeral"], seen
-    store = next(p for _, p, proc in seen[NODE] if low <= p <= high and proc not in listeners.NODE_OWN)
+    ephemeral = listeners.port_range(node.sh("cat /proc/sys/net/ipv4/ip_local_port_range"))
+    assert listeners.problems(seen, {"llmops_server_host": "0.0.0.0"}, ephemeral) == ([], []), seen
+    assert listeners.ports(seen[NODE], ephemeral) == [30000, "ephemeral"], seen
+    (store,) = listeners.in_range(seen[NODE], ephemeral)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((IP, store), timeout=10).close()
 

@@ -77,7 +77,7 @@ def loaded(ns) -> bool:
     return in_ns(ns, NFT, "list", "table", "inet", "llmops_sglang", check=False).returncode == 0
 
 
-def subscribed(ns, pid) -> bool:
+def subscribed(ns) -> bool:
     """True once a netfilter netlink socket of the namespace listens to nftables' event group (what `nft monitor`
     subscribes to): /proc/net/netlink, protocol 12 (NETLINK_NETFILTER), group NFNLGRP_NFTABLES (7, bit 0x40)."""
     rows = in_ns(ns, "cat", "/proc/net/netlink").stdout.splitlines()[1:]
@@ -101,7 +101,7 @@ def test_the_watcher_loads_the_table_again_when_it_is_deleted_or_flushed_and_not
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     try:
-        wait_until(lambda: subscribed(netns, watcher.pid), "nft monitor listening to nftables' events")
+        wait_until(lambda: subscribed(netns), "nft monitor listening to nftables' events")
         in_ns(netns, NFT, "add", "table", "inet", "other")
         in_ns(netns, NFT, "-f", str(table_file))  # the role's own swap: one transaction, nothing to do
         in_ns(netns, NFT, "delete", "table", "inet", "llmops_sglang")

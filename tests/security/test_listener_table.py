@@ -85,7 +85,7 @@ def test_a_row_on_every_interface_or_without_a_key_is_marked_open():
 
 def test_each_node_test_the_document_names_for_ss_ltnp_compares_its_listeners_with_the_table():
     """docs/security.md says which node tests compare `ss -ltnp` with the Listeners table: each of them does
-    (tests/integration/_listeners.py parses the table), on the three shapes a fleet takes."""
+    (tests/listeners.py parses the table), on the three shapes a fleet takes."""
     named = set(re.findall(r"`(tests/integration/test_\w+\.py)`", DOC.split("## Listeners and secrets", 1)[1]))
     assert named >= {
         "tests/integration/test_router_rolling_on_nodes.py",

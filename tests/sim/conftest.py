@@ -182,19 +182,3 @@ def launch(tmp_path, models):
     yield _launch
     for s in started:
         s.stop()
-
-
-def listeners_of(pid: int) -> set[tuple[str, int]]:
-    """(address, port) of every TCP socket the process ``pid`` listens on (``ss -ltnpH``)."""
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=30, check=True).stdout
-    found = set()
-    for line in out.splitlines():
-        if f"pid={pid}," in line:
-            addr, port = line.split()[3].rsplit(":", 1)
-            found.add((addr.strip("[]"), int(port)))
-    return found
-
-
-def ephemeral_range() -> tuple[int, int]:
-    low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-    return int(low), int(high)

@@ -7,8 +7,9 @@ import re
 import signal
 import socket
 
+import listeners
 import pytest
-from conftest import ephemeral_range, listeners_of, write_profile
+from conftest import write_profile
 from events import sleeping, wait_until
 
 READY = "The server is fired up and ready to roll!"
@@ -194,10 +195,11 @@ def test_a_single_node_server_keeps_its_process_groups_store_listening_on_every_
     every interface; NCCL_PORT from get_free_port(), so a port of the ephemeral range (docs/security.md, Listeners)."""
     s = launch(["--model-path", str(models[LLAMA]), "--mem-fraction-static", "0.85"], profile="h100-80gb-x8.json")
     assert s.wait_for(READY), s.log
-    low, high = ephemeral_range()
-    found = listeners_of(s.proc.pid)
-    store = [(a, p) for a, p in found if p != s.port]
-    assert len(store) == 1 and low <= store[0][1] <= high and store[0][0] in ("*", "0.0.0.0", "::"), found
+    ephemeral = listeners.this_host_range()
+    found = listeners.of_process(s.proc.pid)
+    store = [(a, p) for a, p, _ in found if p != s.port]
+    assert len(store) == 1 and ephemeral[0] <= store[0][1] <= ephemeral[1], found
+    assert store[0][0] in listeners.EVERY_INTERFACE, found
     with socket.create_connection(("127.0.0.1", store[0][1]), timeout=10):
         pass  # it accepts, as the store does
 

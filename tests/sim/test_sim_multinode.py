@@ -7,7 +7,8 @@ import re
 import urllib.error
 import urllib.request
 
-from conftest import free_port, listeners_of
+import listeners
+from conftest import free_port
 from events import GUARD
 
 READY = "The server is fired up and ready to roll!"
@@ -48,7 +49,8 @@ def test_two_nodes_rendezvous_and_log_global_ranks_only_the_head_serves_the_api(
     assert ranks_with(node1.log, "Load weight end") == {f"TP{r}" for r in range(8, 16)}
     assert READY not in node1.log
     # the head's rendezvous (torch's TCPStore at --dist-init-addr) stays listening while the server runs
-    assert head.dist_port in {p for _, p in listeners_of(head.proc.pid)}, listeners_of(head.proc.pid)
+    found = listeners.of_process(head.proc.pid)
+    assert head.dist_port in {p for _, p, _ in found}, found
     assert status(f"http://127.0.0.1:{head.port}/v1/models") == 200
     # node_rank >= 1: SGLang's dummy health server (200 on /health), no API
     assert status(f"http://127.0.0.1:{node1.port}/health") == 200

@@ -1,4 +1,5 @@
-"""What listens on a simulated node (``ss -ltnpH``), against the Listeners table of docs/security.md.
+"""What listens on a simulated node or a stand-in process (``ss -ltnpH``), against the Listeners table of
+docs/security.md.
 
 The table is the documentation users read: every port the collection opens, its default bind address and who may
 connect. A node test takes ``ss -ltnpH`` from a serving node and asks ``problems`` for the listeners the table does not
@@ -10,9 +11,10 @@ numbered row names is matched against the ephemeral row.
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parent.parent
 EVERY_INTERFACE = ("0.0.0.0", "*", "::")
 NODE_OWN = {"sshd"}  # the simulated node's own services, not the collection's
 
@@ -36,12 +38,13 @@ def documented() -> dict[int | str, tuple[str | None, str]]:
     return out
 
 
-def listening(ss_output: str) -> set[tuple[str, int, str]]:
-    """(address, port, process name) of every listening TCP socket in ``ss -ltnpH``'s output."""
+def listening(ss_output: str, pid: int | None = None) -> set[tuple[str, int, str]]:
+    """(address, port, process name) of every listening TCP socket in ``ss -ltnpH``'s output (only process ``pid``'s
+    when given)."""
     out = set()
     for line in ss_output.splitlines():
         fields = line.split()
-        if len(fields) < 4:
+        if len(fields) < 4 or (pid is not None and f"pid={pid}," not in line):
             continue
         addr, port = fields[3].rsplit(":", 1)
         proc = re.search(r'users:\(\("([^"]+)"', line)
@@ -75,3 +78,25 @@ def ports(found: set[tuple[str, int, str]], ephemeral: tuple[int, int]) -> list[
         {"ephemeral" if ephemeral[0] <= p <= ephemeral[1] else p for _, p, proc in found if proc not in NODE_OWN},
         key=str,
     )
+
+
+def port_range(text: str) -> tuple[int, int]:
+    """The two numbers of ``/proc/sys/net/ipv4/ip_local_port_range``."""
+    low, high = text.split()
+    return int(low), int(high)
+
+
+def in_range(found: set[tuple[str, int, str]], ephemeral: tuple[int, int]) -> list[int]:
+    """The ports of the collection's listeners that lie in the ephemeral range (a process-group store, ...)."""
+    return sorted(p for _, p, proc in found if ephemeral[0] <= p <= ephemeral[1] and proc not in NODE_OWN)
+
+
+def of_process(pid: int) -> set[tuple[str, int, str]]:
+    """``listening`` for process ``pid`` of this host (the stand-in launched by a test)."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=30, check=True).stdout
+    return listening(out, pid)
+
+
+def this_host_range() -> tuple[int, int]:
+    """This host's ephemeral port range."""
+    return port_range(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text())
