@@ -10,6 +10,8 @@
 - ``bytes_on_disk``: what the partial files of the files still to fetch already hold (from their segment state).
 - the failure record ``DEST/.llmops-partial/failed.json``: a fan-out seed whose download failed says so, and its share
   answers its receivers ``410`` at once instead of ``404`` ("not yet") until their ``peer_wait`` ends.
+- the streak record ``DEST/.llmops-partial/streak.json``: the source's failures and last byte, carried across the
+  calls of one wait_budget loop so that retries, peer_down and peer_wait bound the loop, not one call.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -29,7 +31,8 @@ REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0
 TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_.~+/=:-]*$")
 VERIFIED = "verified.json"
 FAILED = "failed.json"  # read by roles/model/files/model_share.py (the share's copy of the name)
-PEER_FRESH = 300
+STREAK = "streak.json"  # the source's streak, carried from one call of a loop to the next
+STREAK_FRESH = 300
 
 
 def _nearest_existing(path):
@@ -195,24 +198,48 @@ def bytes_on_disk(dest, rel, want, segment_bytes):
     return sum(s[2] for s in segs) if segs else 0
 
 
-def load_peer_progress(dest):
-    """When the peer last sent a byte, kept across the calls of one until/retries loop (so waiting for a stalled peer
-    is bounded); now when there is no record or it is older than PEER_FRESH seconds (an earlier, unrelated run)."""
+def load_streak(dest):
+    """What the previous call of one until/retries loop left about its source: when it last sent a byte (the wait for
+    a file the seed does not have yet), since when it has failed without answering (peer_down) and how many requests
+    in a row failed (retries). One call lasts about wait_budget seconds, shorter than those bounds, so they count
+    across the calls of the loop; without this a source that fails for good would be asked again until
+    model_download_max_hours. A fresh streak when there is no record or it is older than STREAK_FRESH seconds (an
+    earlier, unrelated run)."""
     now = time.time()
+    fresh = {"last_progress": now, "failing_since": None, "errors": 0}
     try:
-        with open(os.path.join(dest, PARTIAL_DIR, "peer.json"), encoding="utf-8") as f:
+        with open(os.path.join(dest, PARTIAL_DIR, STREAK), encoding="utf-8") as f:
             data = json.load(f)
-        if now - float(data["saved_at"]) <= PEER_FRESH:
-            return float(data["last_progress"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return now
+        if now - float(data["saved_at"]) > STREAK_FRESH:
+            return fresh
+        since = data.get("failing_since")
+        return {
+            "last_progress": float(data["last_progress"]),
+            "failing_since": None if since is None else float(since),
+            "errors": max(0, int(data.get("errors", 0))),
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return fresh
 
 
-def save_peer_progress(dest, when):
-    root = os.path.join(dest, PARTIAL_DIR)
-    if os.path.isdir(root):
-        save_json(os.path.join(root, "peer.json"), {"last_progress": when, "saved_at": time.time()})
+def save_streak(dest, transfer, failed):
+    """Keep the transfer's streak for the loop's next call; a failed call ends the loop, so the next run starts a
+    fresh streak (its retries are its own)."""
+    path = os.path.join(dest, PARTIAL_DIR, STREAK)
+    if failed:
+        if os.path.exists(path):
+            os.unlink(path)
+        return
+    if os.path.isdir(os.path.dirname(path)):
+        save_json(
+            path,
+            {
+                "last_progress": transfer.last_progress,
+                "failing_since": transfer.peer_failing_since,
+                "errors": transfer.errors,
+                "saved_at": time.time(),
+            },
+        )
 
 
 def read_peer_token(path):

@@ -144,6 +144,8 @@ class Transfer:
         wait_missing=None,
         last_progress=None,
         peer_down=None,
+        peer_failing_since=None,
+        errors=0,
     ):
         self.jobs = jobs
         self.connections = max(1, connections)
@@ -157,7 +159,11 @@ class Transfer:
         # A peer (the fleet's seed share) that fails to answer: give up after this many seconds of errors in a row,
         # whatever the retry count, so a receiver whose seed died fails within peer_down + one request's timeout.
         self.peer_down = peer_down
-        self.peer_failing_since = None
+        self.peer_failing_since = peer_failing_since
+        # Failed requests in a row with no byte in between, on any connection. Carried from the previous call of a
+        # wait_budget loop (errors=): a call is shorter than the retries' delays and timeouts, so a per-call count
+        # alone would let a source that fails for good be retried until the loop's end (hf_local.load_streak).
+        self.errors = errors
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.stop = threading.Event()
@@ -296,6 +302,7 @@ class Transfer:
                         with self.cond:
                             seg[2] = pos - start
                             self.last_progress = time.time()
+                            self.errors = 0
                             job.dirty = True
                             self.bytes_fetched += n
                             self.cond.notify_all()
@@ -336,7 +343,7 @@ class Transfer:
                     self._peer_failed(url, str(exc))
                     continue
                 attempt = 1 if seg[2] > before else attempt + 1
-                if attempt > self.retries:
+                if self._gave_up(attempt, seg[2] > before):
                     raise HubError(
                         "%s; %d bytes of %s are kept and the next run resumes from there"
                         % (exc, job.done_bytes(), job.rel),
@@ -350,12 +357,19 @@ class Transfer:
                     self._peer_failed(url, type(exc).__name__)
                     continue
                 attempt = 1 if seg[2] > before else attempt + 1
-                if attempt > self.retries:
+                if self._gave_up(attempt, seg[2] > before):
                     raise HubError(
                         "the transfer of %s stopped at byte %d of %d (%s); the finished bytes are kept and the next "
                         "run resumes from there" % (job.rel, start + seg[2], job.want["size"], type(exc).__name__)
                     ) from None
                 self._pause(retry_delay(None, attempt))
+
+    def _gave_up(self, attempt, progressed):
+        """After a failed request: True once this segment failed more than ``retries`` times in a row, or the
+        source failed more than ``retries`` times per connection in a row, counted across calls (``errors``)."""
+        with self.lock:
+            self.errors = 1 if progressed else self.errors + 1
+            return attempt > self.retries or self.errors > self.retries * self.connections
 
     def _peer_failed(self, url, why):
         """A network error or 5xx from the peer: wait briefly and try again, or fail once the peer has failed for

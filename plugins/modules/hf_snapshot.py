@@ -33,7 +33,8 @@ description:
   - Partial files live in C(DEST/.llmops-partial/) with the digest they belong to; they survive failed calls, so the
     next call continues where the last one stopped (huggingface_hub 2.x resumes only within one call).
   - With O(wait_budget) one call downloads for at most that long and returns RV(done=false) with the progress, so a
-    task with C(until)/C(retries) shows progress between attempts.
+    task with C(until)/C(retries) shows progress between attempts. The source's failures are counted across those
+    calls (C(DEST/.llmops-partial/streak.json)): O(retries) and O(peer_down) end the loop, not only one call.
 author:
   - llmops.sglang developers (@llmops)
 options:
@@ -109,6 +110,8 @@ options:
     description:
       - Tries per segment within one call after a dropped transfer, a C(429) or a C(5xx) answer (each resumes with
         C(Range)); also for the listing requests.
+      - Across the calls of a O(wait_budget) loop, more than O(retries) failed requests per connection in a row with no
+        byte in between also end the download.
     type: int
     default: 3
   connections:
@@ -288,13 +291,13 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
     bytes_on_disk,
     check_inputs,
     clear_failure,
-    load_peer_progress,
+    load_streak,
     read_peer_token,
     load_verified,
     part_path,
     present_files,
     save_failure,
-    save_peer_progress,
+    save_streak,
     save_verified,
     stamp,
     token_problem,
@@ -562,6 +565,7 @@ def run_module():
         state["n_done"] += 1
 
     origin = "%s://%s" % urlsplit(client.endpoint)[:2]
+    streak = load_streak(dest)
     transfer = Transfer(
         jobs,
         connections=p["connections"],
@@ -572,16 +576,17 @@ def run_module():
         stop_at=stop_at,
         split=segment_bytes > 0,
         wait_missing=p["peer_wait"] if base else None,
-        last_progress=load_peer_progress(dest) if base else None,
+        last_progress=streak["last_progress"],
         peer_down=p["peer_down"] if base else None,
+        peer_failing_since=streak["failing_since"] if base else None,
+        errors=streak["errors"],
     )
     failure = None
     try:
         finished = transfer.run(finish)
     except HubError as exc:
         failure, finished = exc, False
-    if base:
-        save_peer_progress(dest, transfer.last_progress)
+    save_streak(dest, transfer, failed=failure is not None)
     elapsed = max(time.time() - t0, 1e-6)
     bytes_now = done_bytes + transfer.done_bytes()
     rate = transfer.bytes_fetched / elapsed

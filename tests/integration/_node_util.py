@@ -159,6 +159,30 @@ def stage_env() -> dict[str, str]:
     return env
 
 
+def guarded_run(cmd: list[str], *, nodes=(), timeout: float, **kw) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, **kw)`` whose hang guard keeps the evidence: past
+    ``timeout`` the command's process group is killed and the AssertionError carries what it printed until then and
+    each node's processes (what the run was waiting on), instead of a bare TimeoutExpired."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        seen = {
+            node.name: node.sh("ps -eo pid,etimes,stat,args --sort=start_time | tail -40", check=False, timeout=30)
+            for node in nodes
+        }
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"{shlex.join(map(str, cmd[:3]))} ... ran past its hang guard of {timeout:.0f} s; its output's tail:\n"
+            + out[-6000:] + err[-2000:]
+            + "".join(f"\n--- processes on {name}:\n{ps}" for name, ps in seen.items())
+        ) from None  # fmt: skip
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 class Node:
     """A booted simulated node: ssh helpers and the sglang.service set-up."""
 

@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, Node, booted_nodes, failed_tasks, fleet_inventory, ssh_key
+from _node_util import ROOT, VENV_BIN, Node, booted_nodes, failed_tasks, fleet_inventory, guarded_run, ssh_key
 from events import PLAYBOOK_GUARD
 
 pytestmark = pytest.mark.node
@@ -143,7 +143,7 @@ def run_model(fleet, limit, extra):
         **extra,
     }
     t0 = time.monotonic()
-    p = subprocess.run(
+    p = guarded_run(
         [
             shutil.which("ansible-playbook", path=env["PATH"]),
             "-i",
@@ -154,12 +154,10 @@ def run_model(fleet, limit, extra):
             json.dumps(variables),
             str(ROOT / "playbooks/model.yml"),
         ],
-        capture_output=True,
-        text=True,
+        nodes=fleet["nodes"].values(),
         env=env,
         cwd=ROOT,
         timeout=PLAYBOOK_GUARD,
-        check=False,
         stdin=subprocess.DEVNULL,
     )
     if p.returncode != 0:

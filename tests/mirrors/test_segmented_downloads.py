@@ -300,6 +300,46 @@ def test_a_peer_still_downloading_is_waited_for_and_the_hub_sends_no_file_bytes(
     assert hub_bytes == []  # listing and digests from the hub, every file byte from the peer
 
 
+def calls_until_the_end(module_args, limit=40):
+    """Call the module as the role's until/retries loop does (the same arguments again while it answers done=false)
+    at most ``limit`` times: (calls made, the last returncode, result, output)."""
+    for n in range(1, limit + 1):
+        rc, res, out = run_module(module_args)
+        if rc != 0 or res.get("done"):
+            return n, rc, res, out
+    return limit, rc, res, out
+
+
+def test_a_hub_that_fails_for_good_ends_the_loop_of_short_calls_after_its_retries(built, hub, tmp_path):
+    """Each call lasts wait_budget (0.3 s), shorter than one backoff delay, so one call alone never uses up the
+    retries; the streak of failed requests is carried from call to call and ends the loop, whatever the time."""
+    dest = tmp_path / "model"
+    control(hub, "faults", "POST", [{"match": f"*/{FILE}", "action": "status", "status": 503, "times": None}])
+    n, rc, res, out = calls_until_the_end(args(hub, dest, connections=1, retries=2, wait_budget=0.3))
+    assert rc == 1 and "503" in res["msg"] and "the next run resumes" in res["msg"], (n, out)
+    assert not (dest / ".llmops-partial" / "streak.json").exists()  # the next run's retries are its own
+    control(hub, "faults", "DELETE")
+    n, rc, res, out = calls_until_the_end(args(hub, dest, connections=1, retries=2, wait_budget=0.3), limit=400)
+    assert rc == 0 and res["done"] and sha256(dest / FILE) == expected_sha(built), (n, out)
+
+
+def test_a_seed_share_that_stopped_ends_the_receivers_loop_of_short_calls_after_peer_down(hub, tmp_path):
+    """A receiver's calls (wait_budget 0.3 s) are each shorter than peer_down (1 s): the time since the seed's share
+    last answered is carried from call to call, so the loop ends naming the seed instead of asking until
+    model_download_max_hours. Slower calls only make it end in fewer of them (the carried record itself:
+    tests/security/test_model_share_receivers.py)."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there: refused, as after the seed's share stopped
+    dest = tmp_path / "model"
+    module_args = args(hub, dest, peer_url=f"http://127.0.0.1:{port}", segment_mib=0, peer_down=1, wait_budget=0.3)
+    n, rc, res, out = calls_until_the_end(module_args)
+    assert rc == 1 and f"127.0.0.1:{port}" in res["msg"] and "has not answered" in res["msg"], (n, out)
+
+
 def test_a_peer_that_never_gets_the_file_fails_after_peer_wait(hub, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -6,7 +6,9 @@ import http.server
 import os
 import socket
 import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -15,7 +17,12 @@ from share_util import mark_verified, start_share, stop_share
 
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_http import Fetcher
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import HubError
-from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import check_inputs, read_peer_token
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
+    check_inputs,
+    load_streak,
+    read_peer_token,
+    save_streak,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import FileJob, Transfer
 from ansible_collections.llmops.sglang.plugins.modules.hf_snapshot import argument_spec
 
@@ -31,7 +38,7 @@ def closed_port():
     return port
 
 
-def transfer_from(url, tmp_path, *, token=None, peer_down=0.2, timeout=5):
+def transfer_from(url, tmp_path, *, token=None, peer_down=0.2, timeout=5, **carried):
     job = FileJob(
         "model.safetensors", url, {"size": len(DATA), "digest": "0" * 64, "kind": "sha256"}, str(tmp_path / "part"), 0
     )
@@ -46,6 +53,7 @@ def transfer_from(url, tmp_path, *, token=None, peer_down=0.2, timeout=5):
         split=False,
         wait_missing=GUARD,
         peer_down=peer_down,
+        **carried,
     )
     return t.run(lambda job: None)
 
@@ -56,6 +64,33 @@ def test_seed_whose_share_stopped_fails_the_receiver_within_peer_down_naming_the
         transfer_from(f"http://127.0.0.1:{port}/{COMMIT}/model.safetensors", tmp_path)
     msg = str(err.value)
     assert f"127.0.0.1:{port}" in msg and "has not answered" in msg and "\n" not in msg
+
+
+def test_a_streak_carried_from_the_previous_call_ends_the_wait_at_the_first_refusal(tmp_path):
+    """The role calls the module again every wait_budget seconds; the time the seed has not answered is carried
+    from call to call, so a call that starts after peer_down seconds of refusals fails at its first one."""
+    port = closed_port()
+    with pytest.raises(HubError) as err:
+        transfer_from(
+            f"http://127.0.0.1:{port}/{COMMIT}/model.safetensors",
+            tmp_path,
+            peer_down=GUARD,
+            peer_failing_since=time.time() - GUARD,
+        )
+    assert "has not answered for" in str(err.value)
+
+
+def test_the_streak_survives_between_the_calls_of_a_loop_and_not_a_failed_one(tmp_path):
+    (tmp_path / ".llmops-partial").mkdir()
+    assert load_streak(tmp_path)["failing_since"] is None and load_streak(tmp_path)["errors"] == 0
+    since = time.time() - 20
+    call = SimpleNamespace(last_progress=since - 5, peer_failing_since=since, errors=4)
+    save_streak(tmp_path, call, failed=False)
+    assert load_streak(tmp_path) == {"last_progress": since - 5, "failing_since": since, "errors": 4}
+    save_streak(tmp_path, call, failed=True)  # the loop ended: the next run's retries are its own
+    assert load_streak(tmp_path)["errors"] == 0 and load_streak(tmp_path)["failing_since"] is None
+    (tmp_path / ".llmops-partial" / "streak.json").write_text('{"errors": "x", "saved_at": "y"}')
+    assert load_streak(tmp_path)["errors"] == 0  # unreadable: a fresh streak, never a traceback
 
 
 class _Record(http.server.BaseHTTPRequestHandler):
