@@ -397,8 +397,14 @@ class Transfer:
         return min(end, pos + want)
 
     def _pause(self, delay):
+        """Wait ``delay`` seconds before asking again, at most until the call's deadline; past it, stop the call
+        (as the main loop would within a quarter second) instead of asking the failing source again at once."""
         if self.stop_at is not None:
-            delay = min(delay, max(0.0, self.stop_at - time.time()))
+            left = self.stop_at - time.time()
+            if left <= 0:
+                self.stop.set()
+                return
+            delay = min(delay, left)
         self.stop.wait(delay)
 
     # ---------------------------------------------------------------------------------------------- hashing
