@@ -34,7 +34,7 @@ description:
     next call continues where the last one stopped (huggingface_hub 2.x resumes only within one call).
   - With O(wait_budget) one call downloads for at most that long and returns RV(done=false) with the progress, so a
     task with C(until)/C(retries) shows progress between attempts. The source's failures are counted across those
-    calls (C(DEST/.llmops-partial/streak.json)): O(retries) and O(peer_down) end the loop, not only one call.
+    calls (in C(DEST/.llmops-partial/streak.json)), so O(retries) and O(peer_down) end the loop, not only one call.
 author:
   - llmops.sglang developers (@llmops)
 options:
