@@ -10,6 +10,15 @@ own branch, not the minor-version-compatibility floor), NVIDIA's driver installa
 default from R560, supported from Turing, the only flavour for Blackwell and Grace Hopper), the PyTorch wheel variants
 per architecture (cu128 is the first with sm_100/sm_120 kernels), NVIDIA's CUDA features archive (CUDA 12.9 adds
 compiler targets sm_103 and sm_121; CUDA 13.0 drops offline compilation for Volta and older, hence max_cuda).
+NCCL's floor for Blackwell (``min_nccl``). NCCL's own release notes: 2.25.1-1 adds Blackwell (the first release
+compiled for sm_100 and sm_120); 2.26.2-1 fixes "shared memory usage on recent Blackwell GPUs" (NVIDIA/nccl-tests#291,
+all-to-all errors on RTX 5090); NVIDIA/TensorRT-LLM#4238 reports all-reduce failing on Blackwell with 2.25.1 and
+working with 2.26.2. For sm_120 2.26.2 is still reported failing with more than one GPU: sgl-project/sglang#7227
+(RTX 5090, `--tp` > 1, fixed by upgrading nvidia-nccl-cu12 to its newest release, a 2.27 then), Nerogar/OneTrainer
+pull 1020 (RTX 5090, fixed by the NCCL torch 2.8 requires, 2.27.3) and NVIDIA/nccl#2418 (two RTX PRO 6000, illegal
+memory access from 512 KiB collectives with 2.26.2, not with 2.31.2); hence 2.27.3 there. The NCCL a virtualenv
+carries is its ``nvidia-nccl-cuXX`` wheel, the one torch's wheel requires (PyPI metadata: torch 2.5.1 and 2.6.0
+require 2.21.5, 2.7.0 and 2.7.1 2.26.2, 2.8.0 2.27.3, 2.9.0 and 2.9.1 2.27.5).
 Architecture names and families live in gpu_arch.py; the gate takes the family from gpu_facts.
 
 Every problem is one sentence: what is wrong, and what would work.
@@ -72,6 +81,7 @@ ARCH = {
         "open_modules_required": True,
         "min_cuda": "12.8",
         "torch_cuda": ["cu128", "cu129", "cu130"],
+        "min_nccl": "2.26.2",
     },
     "sm_103": {
         "examples": "B300, GB300",
@@ -79,6 +89,7 @@ ARCH = {
         "open_modules_required": True,
         "min_cuda": "12.9",
         "torch_cuda": ["cu129", "cu130"],
+        "min_nccl": "2.26.2",
     },
     "sm_120": {
         "examples": "RTX PRO 6000 Blackwell, RTX 50xx",
@@ -86,6 +97,7 @@ ARCH = {
         "open_modules_required": True,
         "min_cuda": "12.8",
         "torch_cuda": ["cu128", "cu129", "cu130"],
+        "min_nccl": "2.27.3",
     },
     # Unified memory (nvidia-smi reports memory as [N/A]); binary-compatible with sm_120 code, nvcc 12.9+ targets it.
     "sm_121": {
@@ -94,6 +106,7 @@ ARCH = {
         "open_modules_required": True,
         "min_cuda": "12.9",
         "torch_cuda": ["cu128", "cu129", "cu130"],
+        "min_nccl": "2.27.3",
     },
 }
 
@@ -134,7 +147,7 @@ _FM_NVIDIA_REPO = {
 }
 FABRICMANAGER = {"Debian-12": _FM_NVIDIA_REPO, "Ubuntu-22": _FM_NVIDIA_REPO, "Ubuntu-24": _FM_NVIDIA_REPO}
 
-SCOPES = ("preflight", "driver", "cuda")
+SCOPES = ("preflight", "driver", "cuda", "venv")
 _MAJOR_MINOR = re.compile(r"^[0-9]+[.][0-9]+$")
 
 
@@ -350,6 +363,27 @@ def _cuda(request, facts):
     return {"problems": problems}
 
 
+def _venv(request, gpus):
+    """The service virtualenv against the GPUs: the NCCL it carries (``request['nccl']``: {dist, version} as
+    roles/python_env/files/torch_check.py reads it, or None when no NCCL wheel is installed: torch then uses the
+    host's own libnccl, which is not checked here)."""
+    nccl = request.get("nccl")
+    if not isinstance(nccl, dict) or not nccl.get("version"):
+        return {"problems": []}
+    have = str(nccl["version"])
+    dist = str(nccl.get("dist") or "nvidia-nccl")
+    problems = []
+    for sm in _unique(g.get("sm") for g in gpus):
+        floor = ARCH.get(sm, {}).get("min_nccl")
+        if floor and _version(have) < _version(floor):
+            problems.append(
+                "%s needs NCCL %s or newer (older ones fail in collectives on it); the virtualenv has %s %s. Use a "
+                "torch whose wheel requires a newer NCCL (python_env_torch_version: torch 2.8.0 requires 2.27.3) or "
+                "install %s>=%s into it; nothing was started." % (_who(gpus, sm), floor, dist, have, dist, floor)
+            )
+    return {"problems": problems}
+
+
 def evaluate(request, gpus, scope="preflight"):
     """Check a request against the rules and the GPUs.
 
@@ -358,7 +392,8 @@ def evaluate(request, gpus, scope="preflight"):
     the result of llmops.sglang.gpu_facts (its gpus or pci_gpus, sm_list and the installed driver's branch).
     ``scope``: preflight (every rule, before anything changes; also the torch variants every GPU accepts for the
     requested toolkits), driver (what the driver role acts on: branch and flavour for the GPUs found), cuda (the
-    toolkits against NVIDIA's releases, the installed or requested driver, the GPUs).
+    toolkits against NVIDIA's releases, the installed or requested driver, the GPUs), venv (the virtualenv's NCCL,
+    ``request`` {nccl: {dist, version} or None}, against the GPUs' floor; ``gpus`` as for preflight).
     Returns {problems: [one sentence each]} and, for preflight, notes, torch_cuda and sm_list.
     """
     if scope not in SCOPES:
@@ -367,5 +402,7 @@ def evaluate(request, gpus, scope="preflight"):
         raise ValueError("gpu_compat: expected the request to be a mapping; found %r" % (request,))
     if scope == "preflight":
         return _preflight(request, [g for g in (gpus or []) if isinstance(g, dict)])
+    if scope == "venv":
+        return _venv(request, [g for g in (gpus or []) if isinstance(g, dict)])
     facts = gpus if isinstance(gpus, dict) else {}
     return _driver(request, facts) if scope == "driver" else _cuda(request, facts)

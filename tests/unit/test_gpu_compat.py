@@ -113,7 +113,7 @@ def test_the_filter_is_the_function_and_refuses_an_unknown_scope():
     assert filters["fabricmanager_package"]("580", "Debian-12")["package"] == "nvidia-fabricmanager"
     from ansible.errors import AnsibleFilterError
 
-    with pytest.raises(AnsibleFilterError, match="expected scope to be one of preflight, driver, cuda"):
+    with pytest.raises(AnsibleFilterError, match="expected scope to be one of preflight, driver, cuda, venv"):
         filters["gpu_compat"](request(), [RTX], "gpu")
 
 
@@ -122,7 +122,7 @@ def test_every_torch_variant_maps_to_a_toolkit_the_rules_know():
         assert gpu_compat.torch_variant_cuda(variant) in gpu_compat.CUDA
 
 
-@pytest.mark.parametrize("word", ["min_driver_branch", "open_modules_required", "min_cuda", "max_cuda"])
+@pytest.mark.parametrize("word", ["min_driver_branch", "open_modules_required", "min_cuda", "max_cuda", "min_nccl"])
 def test_no_role_states_a_rule_of_its_own(word):
     """The rules' data keys appear in no role file: every role asks gpu_compat."""
     hits = [str(p.relative_to(ROOT)) for p in (ROOT / "roles").rglob("*") if p.is_file() and word in p.read_text()]
@@ -139,4 +139,47 @@ def test_the_roles_call_the_filter_in_their_scope():
         "roles/preflight/tasks/gate.yml": ["preflight_detected_gpus"],
         "roles/nvidia_driver/tasks/validate.yml": ["preflight_gpu, 'driver'"],
         "roles/cuda_toolkit/tasks/main.yml": ["preflight_gpu, 'cuda'"],
+        "roles/python_env/tasks/nccl.yml": ["preflight_gpu.gpus, 'venv'"],
     }
+
+
+# The NCCL each torch release on PyPI requires (its Requires-Dist, Linux x86_64, read with `pip install --dry-run
+# --no-deps --report`): the wheel a virtualenv gets with that torch.
+TORCH_NCCL = {"2.5.1": "2.21.5", "2.6.0": "2.21.5", "2.7.0": "2.26.2", "2.7.1": "2.26.2", "2.8.0": "2.27.3",
+              "2.9.0": "2.27.5", "2.9.1": "2.27.5"}  # fmt: skip
+H100 = {"name": "NVIDIA H100 80GB HBM3", "sm": "sm_90"}
+B200 = {"name": "NVIDIA B200", "sm": "sm_100"}
+
+
+def venv(version, dist="nvidia-nccl-cu12"):
+    return {"nccl": {"dist": dist, "version": version} if version else None}
+
+
+@pytest.mark.parametrize(("torch", "nccl"), sorted(TORCH_NCCL.items()))
+def test_the_nccl_of_each_torch_release_against_blackwell_and_hopper(torch, nccl):
+    refused = gpu_compat.evaluate(venv(nccl), [RTX, RTX], "venv")["problems"]
+    assert len(refused) == (1 if torch in ("2.5.1", "2.6.0", "2.7.0", "2.7.1") else 0), refused
+    on_b200 = gpu_compat.evaluate(venv(nccl), [B200], "venv")["problems"]
+    assert len(on_b200) == (1 if torch in ("2.5.1", "2.6.0") else 0), on_b200
+    assert gpu_compat.evaluate(venv(nccl), [H100], "venv")["problems"] == []  # no floor before Blackwell
+
+
+def test_an_old_nccl_is_refused_in_one_sentence_per_architecture_naming_what_to_do():
+    problems = gpu_compat.evaluate(venv("2.25.1"), [RTX, B200, H100], "venv")["problems"]
+    assert problems == [
+        WHO + " needs NCCL 2.27.3 or newer (older ones fail in collectives on it); the virtualenv has "
+        "nvidia-nccl-cu12 2.25.1. Use a torch whose wheel requires a newer NCCL (python_env_torch_version: torch 2.8.0 "
+        "requires 2.27.3) or install nvidia-nccl-cu12>=2.27.3 into it; nothing was started.",
+        "NVIDIA B200 (sm_100) needs NCCL 2.26.2 or newer (older ones fail in collectives on it); the virtualenv has "
+        "nvidia-nccl-cu12 2.25.1. Use a torch whose wheel requires a newer NCCL (python_env_torch_version: torch 2.8.0 "
+        "requires 2.27.3) or install nvidia-nccl-cu12>=2.26.2 into it; nothing was started.",
+    ]
+    assert all("\n" not in p for p in problems)
+
+
+def test_no_nccl_wheel_is_not_a_verdict_and_the_floor_compares_as_versions():
+    assert gpu_compat.evaluate(venv(None), [RTX], "venv")["problems"] == []  # the host's libnccl: not checked here
+    assert gpu_compat.evaluate({}, [RTX], "venv")["problems"] == []
+    assert gpu_compat.evaluate(venv("2.26.10"), [B200], "venv")["problems"] == []  # 26.10 > 26.2, not a string order
+    assert gpu_compat.evaluate(venv("2.26.2.post1"), [RTX], "venv")["problems"] != []  # PyPI's post release of 2.26.2
+    assert gpu_compat.evaluate(venv("2.28.9", "nvidia-nccl-cu13"), [RTX], "venv")["problems"] == []
