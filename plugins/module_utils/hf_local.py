@@ -28,6 +28,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIA
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import load_state, save_json
 
 REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+LOCK_OWNER = re.compile(r"^[A-Za-z0-9_:@-][A-Za-z0-9._:@-]{0,252}$")
 TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_.~+/=:-]*$")
 VERIFIED = "verified.json"
 FAILED = "failed.json"  # read by roles/model/files/model_share.py (the share's copy of the name)
@@ -67,6 +68,15 @@ def check_inputs(p):
     for name in ("wait_budget", "reserve_gib", "peer_wait", "peer_down"):
         if not math.isfinite(p.get(name, 0)) or p.get(name, 0) < 0:
             return "%s: expected a finite number >= 0; found %s" % (name, p[name])
+    owner = p.get("lock_owner")
+    if owner is not None and not LOCK_OWNER.match(owner):
+        return (
+            "lock_owner: expected a host name of letters, digits and ._:@- (at most 253, not starting with '.'); "
+            "found %r; pass the inventory host name" % owner
+        )
+    stale = p.get("lock_stale", 300)
+    if not math.isfinite(stale) or not 30 <= stale <= 86400:
+        return "lock_stale: expected seconds from 30 to 86400; found %s" % stale
     dest = p["dest"]
     if os.path.lexists(dest) and not os.path.isdir(dest):
         return "dest: expected a directory (or a path to create); found an existing file %s; choose a directory" % dest

@@ -136,6 +136,21 @@ options:
     description: With O(peer_url), seconds without any new byte from the peer before the call fails.
     type: float
     default: 1800
+  lock_owner:
+    description:
+      - On shared storage (one O(dest) several hosts see), the name of this host (the model role passes
+        C(inventory_hostname)). One host per commit takes the lock C(DEST/.llmops-lock-COMMIT) (C(mkdir), atomic on a
+        network file system) and downloads; every other host's call returns RV(done=false) with RV(waiting_for) and
+        writes nothing until the holder's marker is there, then verifies the snapshot read-only.
+      - Unset, no lock is taken (one host per directory).
+    type: str
+  lock_stale:
+    description:
+      - With O(lock_owner), seconds after the holder's last heartbeat (it refreshes the lock at every call and every 10
+        seconds while it downloads) after which another host takes the lock over and resumes from the partial files.
+        The hosts' clocks must agree within a small part of it.
+    type: float
+    default: 300
   peer_token_file:
     description:
       - With O(peer_url), a file (0600) holding the share's per-run secret, sent as C(Authorization) to the peer's
@@ -193,6 +208,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+waiting_for:
+  description: With O(lock_owner), the host holding the download's lock when this call waited for it.
+  returned: when the call waited for another host
+  type: str
 done:
   description: True when the snapshot is complete and verified (or the call failed); false when O(wait_budget) ran out.
   returned: always
@@ -287,6 +306,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
     read_env_value,
     safe_relpath,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_lock import SharedLock
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
     bytes_on_disk,
     check_inputs,
@@ -354,12 +374,22 @@ def argument_spec():
         peer_url=dict(type="str"),
         peer_wait=dict(type="float", default=1800),
         peer_token_file=dict(type="path", no_log=False),
+        lock_owner=dict(type="str"),
+        lock_stale=dict(type="float", default=300),
         peer_timeout=dict(type="int", default=15),
         peer_down=dict(type="float", default=30),
         timeout=dict(type="int", default=60),
         reserve_gib=dict(type="float", default=1.0),
         validate_certs=dict(type="bool", default=True),
     )
+
+
+def _heartbeat(lock, every=10.0):
+    """Refresh the shared lock at most every ``every`` seconds while the transfer runs."""
+    now = time.time()
+    if now - getattr(lock, "last_beat", 0.0) >= every:
+        lock.beat()
+        lock.last_beat = now
 
 
 def run_module():
@@ -473,6 +503,30 @@ def run_module():
         marker = load_marker(dest)
         complete = marker_matches(marker, p["repo_id"], p["repo_type"], p["revision"], allow=allow, ignore=ignore)
     result.update(dest=dest, marker=marker_path)
+    lock = None
+    if p["lock_owner"] and not module.check_mode:
+        lock = SharedLock(root, commit, p["lock_owner"], stale_after=p["lock_stale"])
+        try:
+            _makedirs(root)
+            holder = lock.acquire()
+        except OSError as exc:
+            module.fail_json(
+                msg="cannot take the download's lock %s: %s; make the shared model root writable for this host"
+                % (lock.path, exc.strerror or exc),
+                **result,
+            )
+        if holder is not None:  # another host downloads this commit: wait, write nothing
+            have = len(load_verified(dest, commit))
+            result.update(
+                done=False,
+                waiting_for=str(holder.get("owner") or "another host"),
+                progress="%d/%d files verified by %s" % (have, len(files), holder.get("owner") or "another host"),
+                msg="waiting for %s, which downloads %s@%s into %s (its last heartbeat %d s ago; taken over after %d s "
+                "without one)"
+                % (holder.get("owner") or "another host", p["repo_id"], commit[:12], dest, holder["age"],
+                   p["lock_stale"]),
+            )  # fmt: skip
+            module.exit_json(**result)
 
     # Which files are already right? In the marker (same digest) or in this snapshot's verified record (same size and
     # mtime): trusted; any other present file of the right size is hashed once and recorded.
@@ -486,6 +540,8 @@ def run_module():
     result.update(needed_bytes=needed, free_bytes=free)
     stale = sorted(r for r in known if r not in files and os.path.exists(os.path.join(dest, r)))
     if not todo and not stale and complete and marker.get("commit") == commit:
+        if lock:
+            lock.release()
         result.update(
             bytes_done=total,
             progress=_progress(len(files), len(files), total, total),
@@ -497,6 +553,8 @@ def run_module():
     if needed + reserve > free:
         if seed:
             save_failure(dest, commit)
+        if lock:
+            lock.release()
         module.fail_json(
             msg="not enough disk space in %s for %s@%s: %d files still need %s (+ %s reserve), %s is free; free space "
             "or lower model_reserve_gib"
@@ -574,6 +632,7 @@ def run_module():
             origin, token, p["peer_timeout"] if base else p["timeout"], client.ssl_context, USER_AGENT, peer=peer
         ),
         stop_at=stop_at,
+        on_tick=(lambda t: _heartbeat(lock)) if lock else None,
         split=segment_bytes > 0,
         wait_missing=p["peer_wait"] if base else None,
         last_progress=streak["last_progress"],
@@ -607,6 +666,8 @@ def run_module():
     if failure is not None:
         if seed:
             save_failure(dest, commit)  # the share answers the receivers 410 now, not 404 until their peer_wait
+        if lock:
+            lock.release()  # another host may try at once
         module.fail_json(
             msg="download of %s@%s failed: %s%s" % (p["repo_id"], commit[:12], failure, access_hint(failure)),
             **result,
@@ -630,6 +691,8 @@ def run_module():
         },
     )
     os.chmod(marker_path, FILE_MODE)
+    if lock:
+        lock.release()  # the marker is there: the waiting hosts verify it
     result.update(
         changed=True,
         msg="%s@%s (%s): %d files downloaded and verified into %s%s"
