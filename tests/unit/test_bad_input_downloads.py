@@ -161,6 +161,17 @@ MODULE_ROWS = [
     ("timeout 0", {"timeout": 0}, "timeout: expected an integer from 1 to 3600; found 0"),
     ("segment_mib negative", {"segment_mib": -5}, "segment_mib: expected an integer from 0 to 65536; found -5"),
     ("wait_budget nan", {"wait_budget": "nan"}, "wait_budget: expected a finite number >= 0; found nan"),
+    (
+        "lock_owner with a slash",
+        {"lock_owner": "../gpu01"},
+        "lock_owner: expected a host name of letters, digits and ._:@- (at most 253, not starting with '.'); found "
+        "'../gpu01'; pass the inventory host name",
+    ),
+    (
+        "lock_stale 5",
+        {"lock_owner": "gpu01", "lock_stale": 5},
+        "lock_stale: expected seconds from 30 to 86400; found 5.0",
+    ),
     ("reserve_gib inf", {"reserve_gib": "inf"}, "reserve_gib: expected a finite number >= 0; found inf"),
     ("reserve_gib negative", {"reserve_gib": -1}, "reserve_gib: expected a finite number >= 0; found -1.0"),
     (
@@ -211,6 +222,7 @@ MODULE_ROWS = [
 ]
 
 FANOUT = "Expected model_fleet_seed to be a host of this play, model_fleet_seed_address an address or host name,"
+SHARED = "Expected model_storage local or shared (not shared together with model_fleet_fanout) and"
 ROLE_ROWS = [
     # the fan-out's settings: checked with the others, before the firewall table, the adoption or the share start
     ("role: fan-out peer_down 0", {"model_fleet_fanout": True, "model_fleet_peer_down": 0}, FANOUT),
@@ -233,6 +245,9 @@ ROLE_ROWS = [
         {"model_fleet_fanout": True, "model_fleet_peer_addresses": ["0.0.0.0/0 x"]},
         FANOUT,
     ),
+    ("role: model_storage nfs", {"model_storage": "nfs"}, SHARED),
+    ("role: shared storage with the fan-out", {"model_storage": "shared", "model_fleet_fanout": True}, SHARED),
+    ("role: shared storage lock_stale 5", {"model_storage": "shared", "model_storage_lock_stale": 5}, SHARED),
     (
         "role: model_hf_token with a space",
         {"model_hf_token": TOKEN + " x"},
