@@ -365,7 +365,7 @@ def _cuda(request, facts):
 
 def _venv(request, gpus):
     """The service virtualenv against the GPUs: the NCCL it carries (``request['nccl']``: {dist, version} as
-    roles/python_env/files/torch_check.py reads it, or None when no NCCL wheel is installed: torch then uses the
+    roles/python_env/files/nccl_wheel.py reads it, or None when no NCCL wheel is installed: torch then uses the
     host's own libnccl, which is not checked here)."""
     nccl = request.get("nccl")
     if not isinstance(nccl, dict) or not nccl.get("version"):

@@ -45,11 +45,6 @@ def read_owner(path):
         with open(os.path.join(path, OWNER), encoding="utf-8") as f:
             data = json.load(f)
         return (data if isinstance(data, dict) else {}), st.st_mtime
-    except FileNotFoundError:
-        try:
-            return {}, os.stat(path).st_mtime
-        except FileNotFoundError:
-            return None, None
     except (OSError, ValueError):
         try:
             return {}, os.stat(path).st_mtime
@@ -59,7 +54,7 @@ def read_owner(path):
 
 class SharedLock:
     """``acquire()``: None when this owner holds the lock (now or already), else the holder's record with ``age``
-    (seconds since its heartbeat). ``beat()`` refreshes the heartbeat; ``release()`` removes the lock."""
+    (seconds since its heartbeat). ``beat(every)`` refreshes the heartbeat; ``release()`` removes the lock."""
 
     def __init__(self, root, commit, owner, *, stale_after=300.0, clock=time.time):
         self.path = lock_path(root, commit)
@@ -67,6 +62,7 @@ class SharedLock:
         self.stale_after = float(stale_after)
         self.clock = clock
         self.record = {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid()}
+        self.last_beat = 0.0
 
     def _make(self):
         try:
@@ -121,7 +117,12 @@ class SharedLock:
         seen, beat = read_owner(self.path)
         return dict(seen or {}, age=0.0 if beat is None else max(0.0, self.clock() - beat))
 
-    def beat(self):
+    def beat(self, every=0.0):
+        """Refresh the heartbeat, at most every ``every`` seconds (the transfer calls this on each of its ticks)."""
+        now = self.clock()
+        if now - self.last_beat < every:
+            return
+        self.last_beat = now
         try:
             os.utime(os.path.join(self.path, OWNER))
         except OSError:

@@ -384,14 +384,6 @@ def argument_spec():
     )
 
 
-def _heartbeat(lock, every=10.0):
-    """Refresh the shared lock at most every ``every`` seconds while the transfer runs."""
-    now = time.time()
-    if now - getattr(lock, "last_beat", 0.0) >= every:
-        lock.beat()
-        lock.last_beat = now
-
-
 def run_module():
     module = AnsibleModule(
         argument_spec=argument_spec(), mutually_exclusive=[("token", "token_file")], supports_check_mode=True
@@ -516,16 +508,14 @@ def run_module():
                 **result,
             )
         if holder is not None:  # another host downloads this commit: wait, write nothing
-            have = len(load_verified(dest, commit))
+            who = str(holder.get("owner") or "another host")
             result.update(
                 done=False,
-                waiting_for=str(holder.get("owner") or "another host"),
-                progress="%d/%d files verified by %s" % (have, len(files), holder.get("owner") or "another host"),
+                waiting_for=who,
+                progress="%d/%d files verified by %s" % (len(load_verified(dest, commit)), len(files), who),
                 msg="waiting for %s, which downloads %s@%s into %s (its last heartbeat %d s ago; taken over after %d s "
-                "without one)"
-                % (holder.get("owner") or "another host", p["repo_id"], commit[:12], dest, holder["age"],
-                   p["lock_stale"]),
-            )  # fmt: skip
+                "without one)" % (who, p["repo_id"], commit[:12], dest, holder["age"], p["lock_stale"]),
+            )
             module.exit_json(**result)
 
     # Which files are already right? In the marker (same digest) or in this snapshot's verified record (same size and
@@ -632,7 +622,7 @@ def run_module():
             origin, token, p["peer_timeout"] if base else p["timeout"], client.ssl_context, USER_AGENT, peer=peer
         ),
         stop_at=stop_at,
-        on_tick=(lambda t: _heartbeat(lock)) if lock else None,
+        on_tick=(lambda t: lock.beat(every=10.0)) if lock else None,
         split=segment_bytes > 0,
         wait_missing=p["peer_wait"] if base else None,
         last_progress=streak["last_progress"],

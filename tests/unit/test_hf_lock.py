@@ -73,3 +73,19 @@ def test_an_unreadable_owner_file_is_a_holder_without_a_name(tmp_path):
     os.mkdir(lock_path(tmp_path, COMMIT))
     (tmp_path / (".llmops-lock-" + COMMIT) / OWNER).write_text("{not json")
     assert SharedLock(tmp_path, COMMIT, "gpu02").acquire().get("owner") is None
+
+
+def test_the_heartbeat_is_refreshed_at_most_every_given_seconds(tmp_path):
+    now = [time.time()]
+    a = SharedLock(tmp_path, COMMIT, "gpu01", clock=lambda: now[0])
+    assert a.acquire() is None
+    age_lock(tmp_path, 100)
+    a.beat(every=10)  # the first beat of this process: refreshed
+    assert SharedLock(tmp_path, COMMIT, "gpu02").acquire()["age"] < 100
+    age_lock(tmp_path, 100)
+    now[0] += 5
+    a.beat(every=10)  # 5 s after the last one: left as it is
+    assert SharedLock(tmp_path, COMMIT, "gpu02").acquire()["age"] >= 99
+    now[0] += 6
+    a.beat(every=10)
+    assert SharedLock(tmp_path, COMMIT, "gpu02").acquire()["age"] < 99
