@@ -248,6 +248,41 @@ def gpu_health_text(health):
     return "%s%s%s" % (health["verdict"], when, ": %d check(s) not ok" % n if n else "")
 
 
+BENCH_VERDICTS = ("baseline", "ok", "slower", "failed")
+
+
+def benchmark(value):
+    """The record's benchmark after the start as the report shows it: {verdict, output_throughput, median_ttft_ms,
+    median_itl_ms, slowdown_pct, max_slowdown_pct}, or None (not run, an older record, a malformed entry)."""
+    if not isinstance(value, dict) or value.get("verdict") not in BENCH_VERDICTS:
+        return None
+    figures = value.get("figures") if isinstance(value.get("figures"), dict) else {}
+    return {
+        "verdict": value["verdict"],
+        "output_throughput": _num(figures.get("output_throughput")),
+        "median_ttft_ms": _num(figures.get("median_ttft_ms")),
+        "median_itl_ms": _num(figures.get("median_itl_ms")),
+        "slowdown_pct": _num(value.get("slowdown_pct")),
+        "max_slowdown_pct": _num(value.get("max_slowdown_pct")),
+    }
+
+
+def benchmark_text(bench):
+    """One phrase: 'ok: 418.2 tok/s, median TTFT 95.1 ms, ITL 17.9 ms, 2.5 % below the baseline' ... or None."""
+    if not bench:
+        return None
+    parts = []
+    if bench.get("output_throughput") is not None:
+        parts.append("%.1f tok/s" % bench["output_throughput"])
+    if bench.get("median_ttft_ms") is not None and bench.get("median_itl_ms") is not None:
+        parts.append("median TTFT %.1f ms, ITL %.2f ms" % (bench["median_ttft_ms"], bench["median_itl_ms"]))
+    if bench.get("slowdown_pct") is not None:
+        parts.append(
+            "%.1f %% below the baseline (allowed %s %%)" % (bench["slowdown_pct"], bench.get("max_slowdown_pct"))
+        )
+    return "%s: %s" % (bench["verdict"], ", ".join(parts)) if parts else bench["verdict"]
+
+
 def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, unreachable=None, router=False):
     """One host of the report from whatever the run left for it (see the module docstring). ``router``: a host of
     the sglang_routers group (no GPU server): shown, but no replica and not counted as a server."""
@@ -308,6 +343,7 @@ def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, u
         "smoke_test": rec.get("smoke_test"),
         "metrics_check": rec.get("metrics_check"),
         "gpu_health": gpu_health(rec.get("gpu_health")),
+        "benchmark": benchmark(rec.get("benchmark")),
         "diagnosis": None,
         "suggestion": None,
         "failure_line": None,

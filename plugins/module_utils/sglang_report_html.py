@@ -19,6 +19,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_phases import
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import (
     SEGMENTS,
     event_detail,
+    benchmark_text,
     gpu_health_text,
     replica_state_text,
 )
@@ -274,6 +275,7 @@ def host_section(host, scale_gb, span):
         ("smoke test", host.get("smoke_test")),
         ("metrics", host.get("metrics_check")),
         ("GPU health", gpu_health_text(host.get("gpu_health"))),
+        ("benchmark", benchmark_text(host.get("benchmark"))),
     ):
         if value not in (None, ""):
             facts.append("<span><b>%s</b> %s</span>" % (esc(label), esc(value)))

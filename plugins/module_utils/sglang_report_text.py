@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report import (
     event_detail,
+    benchmark_text,
     gpu_health_text,
     replica_state_text,
 )
@@ -90,6 +91,10 @@ def render_text(data):
         for h in health:
             lines.append("  %s  %s" % (neutral(h["host"]), neutral(gpu_health_text(h["gpu_health"]))))
             lines += ["    - " + neutral(x) for x in h["gpu_health"].get("problems") or []]
+    benched = [h for h in data.get("hosts") or [] if h.get("benchmark")]
+    if benched:
+        lines += ["", "Benchmark after the last start (against the host's baseline):"]
+        lines += ["  %s  %s" % (neutral(h["host"]), neutral(benchmark_text(h["benchmark"]))) for h in benched]
     lines.append("")
     lines += roll_lines(data.get("roll"))
     return "\n".join(lines) + "\n"

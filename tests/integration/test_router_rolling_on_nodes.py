@@ -828,14 +828,63 @@ def test_a_model_revision_that_does_not_come_up_is_rolled_back_on_that_replica_a
 
 
 @daytwo
+def test_a_model_revision_planted_30_percent_slower_is_rolled_back_on_that_replica_and_the_roll_stops(fleet):
+    """The benchmark after the start as a roll's gate: main's commit planted 30 % slower on rr1 (the stand-in's speed
+    model, sim_speed.py) comes up, is benchmarked out of the router against rr1's baseline of main (the fleet's first
+    converge served it), rolled back and the roll stops; no request through the router fails. The next case rolls main
+    planted 5 % slower: it passes."""
+    rr1, rr2 = REPLICAS["rr1"], REPLICAS["rr2"]
+    old = model_link(fleet, rr1)  # v1.0's commit
+    main_sha = next(c for c in revisions_on_disk(fleet, rr1) if c not in (old, "history.json"))
+    rr2_state = (fleet.main_pid(rr2), model_link(fleet, rr2))
+    ssh(fleet.key, rr1, f"mkdir -p /etc/sglang-sim && echo 'slow percent=30 model={main_sha[:12]}' "
+                        "> /etc/sglang-sim/fault")  # fmt: skip
+    try:
+        run, loop = rolled(fleet, "playbooks/model_revision.yml", {**serving_vars(fleet), "model_revision": "main"},
+                           "model revision v1.0 -> main planted 30 % slower on rr1 (rolled back)")  # fmt: skip
+    finally:
+        ssh(fleet.key, rr1, "rm -f /etc/sglang-sim/fault")
+    assert run.rc != 0
+    stops = [m for h, n, m in run.failures() if n == "Stop the roll here with the diagnosis"]
+    assert [h for h, n, _ in run.failures() if n == "Stop the roll here with the diagnosis"] == ["rr1"], run.failures()
+    msg = stops[0]
+    assert f"the model revision {main_sha} came up but served slower than its baseline" in msg, msg
+    # main served this fleet first: its own baseline on rr1 is the reference, not v1.0's
+    assert (
+        "30.0 % below the baseline's" in msg and f"of its baseline (build set -, model commit {main_sha[:12]})" in msg
+    ), msg
+    assert f"Rolled back to the model revision {old}: ready and back in the router" in msg, msg
+    assert model_link(fleet, rr1) == old
+    assert (fleet.main_pid(rr2), model_link(fleet, rr2)) == rr2_state, "rr2 was touched"
+    assert fleet.workers() == {u: True for u in URLS}
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    record = deployment(fleet, rr1)
+    assert record["benchmark"]["verdict"] == "ok", record["benchmark"]  # v1.0 again, as fast as its baseline
+    state = json.loads(ssh(fleet.key, rr1, "cat /var/lib/llmops-sglang/server-bench.json"))
+    slower = [r for r in state["runs"].values() if r["model_commit"] == main_sha]
+    assert [r["latest"]["verdict"] for r in slower] == ["slower"], slower  # kept, never as the baseline
+    assert slower[0]["baseline"]["output_throughput"] > slower[0]["latest"]["output_throughput"], slower
+    for ip in (rr1, rr2):  # the next case's roll to main, 5 % slower everywhere: within the allowed 15 %
+        ssh(fleet.key, ip, f"mkdir -p /etc/sglang-sim && echo 'slow percent=5 model={main_sha[:12]}' "
+                           "> /etc/sglang-sim/fault")  # fmt: skip
+
+
+@daytwo
 def test_a_model_revision_switch_then_rollback_fail_no_request_and_retention_removes_older_revisions(fleet):
     extra = serving_vars(fleet)
     old = {ip: model_link(fleet, ip) for ip in REPLICAS.values()}  # v1.0 on both
-    run, loop = rolled(fleet, "playbooks/model_revision.yml", {**extra, "model_revision": "main"},
-                       "model revision v1.0 -> main")  # fmt: skip
+    try:  # main planted 5 % slower by the case before (when it ran): the benchmark passes it
+        run, loop = rolled(fleet, "playbooks/model_revision.yml", {**extra, "model_revision": "main"},
+                           "model revision v1.0 -> main (5 % slower in the stand-in's speed model)")  # fmt: skip
+    finally:
+        for ip in REPLICAS.values():
+            ssh(fleet.key, ip, "rm -f /etc/sglang-sim/fault")
     assert run.rc == 0, run.why()
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
     new = {ip: model_link(fleet, ip) for ip in REPLICAS.values()}
+    for ip in REPLICAS.values():
+        bench = deployment(fleet, ip)["benchmark"]
+        assert bench["verdict"] == "ok" and bench["slowdown_pct"] <= 5.0, bench
     assert all(new[ip] != old[ip] for ip in REPLICAS.values()), (old, new)
     back, loop = rolled(fleet, "playbooks/rollback.yml", {**extra, "rollback_model_to": "previous"},
                         "rollback.yml -e rollback_model_to=previous (main -> v1.0)")  # fmt: skip

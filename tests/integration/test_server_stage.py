@@ -237,6 +237,12 @@ def test_converge_reaches_the_reference_numbers_and_is_idempotent(node):
     assert set(rec["kv_size_gb_per_rank"].values()) == {24.37}
     # the real run logged 8.61 (the stand-in, with the run's 64-row table and torch's rounding per tensor: 8.63)
     assert all(v == pytest.approx(8.61, abs=0.05) for v in rec["avail_after_pool_gb_per_rank"].values())
+    # the benchmark after the start: SGLang's client from the served venv (the stand-in's), the host's first figures
+    bench = rec["benchmark"]
+    assert bench["verdict"] == "baseline" and bench["figures"]["completed"] == 32, bench
+    state = json.loads(node.sh("cat /var/lib/llmops-sglang/server-bench.json"))
+    baselines = [r["baseline"]["output_throughput"] for r in state["runs"].values()]
+    assert baselines == [bench["figures"]["output_throughput"]], state
     again = playbook(node, STAGES)
     assert again.rc == 0 and again.changed() == [], again.changed()
     # The dry run with --diff of a converged node is molecule/default's (tests/test_dry_run.py), on the whole chain.
@@ -263,11 +269,13 @@ def test_capture_oom_with_retry_reaches_ready_on_the_second_attempt_restarting_o
         r"(Write the systemd unit|Reload systemd after the unit changed|Start SGLang).*attempt [12]$|"
         r"Remember the memory settings|Record the restart and its outcome in the roll, attempt [12]$|"
         r"Write the deployment record on the host|"
+        r"Benchmark the server with SGLang's own client|"  # after the restart, judged against the first run's figures
         r"Write the stage's receipt"  # the server stage's, after a run that changed it (docs/gpu-stack.md)
     )
     changed = run.changed()
     assert changed and all(allowed.search(c) for c in changed), changed
     assert any(c.startswith("Start SGLang") and c.endswith("attempt 2") for c in changed), changed
+    assert node.record()["benchmark"]["verdict"] == "ok", node.record()["benchmark"]
     print(
         f"\nretry: 0.95 failed in capture, {attempts[1]['mem_fraction_static']} worked "
         f"({attempts[1]['kv_tokens_min']} tokens)"

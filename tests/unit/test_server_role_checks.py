@@ -48,6 +48,15 @@ def test_the_defaults_pass():
         {"server_nccl_environment": ["NCCL_DEBUG=INFO"]},
         {"server_extra_args": ["--node-rank", "1"]},
         {"server_extra_args": ["--dist-init-addr=10.0.0.1:5000"]},
+        {"server_bench_prompts": 0},
+        {"server_bench_prompts": 5000},
+        {"server_bench_output_len": "long"},
+        {"server_bench_concurrency": 2048},
+        {"server_bench_timeout": 0},
+        {"server_bench_seed": -1},
+        {"server_bench_max_slowdown_pct": 0},
+        {"server_bench_max_slowdown_pct": 150},
+        {"server_bench_max_slowdown_pct": "fifteen"},
     ],
 )
 def test_each_bad_value_is_one_problem(overrides):

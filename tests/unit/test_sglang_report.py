@@ -351,3 +351,21 @@ def test_the_gpu_health_verdict_is_in_the_report_with_the_checks_that_are_not_ok
     for value in (None, "ok", {"verdict": "fine"}, {"verdict": "ok", "problems": "none"}):
         got = R.host_entry("rr3", record={"gpu_health": value})["gpu_health"]
         assert got in (None, {"verdict": "ok", "phase": None, "problems": []}), (value, got)
+
+
+def test_the_benchmark_after_the_start_is_in_the_report_with_its_baseline():
+    # as roles/server/tasks/record.yml writes it (llmops.sglang.sglang_bench's verdict and figures)
+    figures = {"completed": 32, "output_throughput": 280.0, "median_ttft_ms": 135.7, "median_itl_ms": 25.57}
+    record = {"benchmark": {"verdict": "slower", "figures": figures, "reference": {"output_throughput": 400.0},
+                            "slowdown_pct": 30.0, "max_slowdown_pct": 15.0}}  # fmt: skip
+    entry = R.host_entry("rr1", record=record)
+    assert entry["benchmark"]["verdict"] == "slower" and entry["benchmark"]["output_throughput"] == 280.0
+    said = "slower: 280.0 tok/s, median TTFT 135.7 ms, ITL 25.57 ms, 30.0 % below the baseline (allowed 15.0 %)"
+    assert R.benchmark_text(entry["benchmark"]) == said
+    assert "<b>benchmark</b> " + html.escape(said, quote=True) in H.render(R.build_report([entry]))
+    text = render_text(R.build_report([entry]))
+    assert "Benchmark after the last start (against the host's baseline):\n  rr1  " + said in text
+    first = R.host_entry("rr2", record={"benchmark": {"verdict": "baseline", "figures": figures, "slowdown_pct": None}})
+    assert R.benchmark_text(first["benchmark"]) == "baseline: 280.0 tok/s, median TTFT 135.7 ms, ITL 25.57 ms"
+    for value in (None, "ok", {"verdict": "fast"}, {"verdict": "not due"}):  # none run, an older or malformed record
+        assert R.host_entry("rr3", record={"benchmark": value})["benchmark"] is None

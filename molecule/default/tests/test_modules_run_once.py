@@ -55,10 +55,14 @@ def test_the_converged_rerun_proves_the_settled_server_ready_without_starting_it
     first, rerun = converge_runs()
     for counts in first["runs"].values():
         assert counts.get("llmops.sglang.sglang_server", 0) >= 1 and counts.get("llmops.sglang.sglang_attempt"), counts
+        assert counts.get("llmops.sglang.sglang_bench") == 1, counts  # the benchmark after the start, once
     ran = [t["task"] for t in rerun["tasks"] if t.get("status", {}).get("ran")]
     for host, counts in rerun["runs"].items():
         # no launch, no planner, no unit or firewall table written; the proof's GPU reading under load, once
-        assert not {"llmops.sglang.sglang_server", "llmops.sglang.sglang_attempt"} & set(counts), (host, counts)
+        # nor a benchmark: it runs only after a start
+        assert not {"llmops.sglang.sglang_server", "llmops.sglang.sglang_attempt", "llmops.sglang.sglang_bench"} & set(
+            counts
+        ), (host, counts)
         assert counts.get("llmops.sglang.gpu_health") == 1, (host, counts)
     for proof in ("List the served models", "Ask the model one chat question", "Scrape SGLang's Prometheus metrics",
                   "Read the deployment record that is already on the host"):  # fmt: skip

@@ -102,3 +102,7 @@ def test_deployment_record(host):
     assert rec["milestones"]["ready"] > 0
     # the GPU health verdict of the reading under load, after the smoke test (roles/server/tasks/health.yml)
     assert rec["gpu_health"]["verdict"] == "ok" and rec["gpu_health"]["phase"] == "load", rec["gpu_health"]
+    # the benchmark after the start (SGLang's client from the served venv): the host's first figures, its baseline
+    assert rec["benchmark"]["verdict"] == "baseline" and rec["benchmark"]["figures"]["completed"] == 32, rec[
+        "benchmark"
+    ]

@@ -17,6 +17,7 @@ Each fault is ``KIND[@PHASE] [key=value ...]``:
 ``oom@cuda_graph_capturing``  the target rank runs out of GPU memory inside the CUDA-graph capture, as a too-high
                    ``--mem-fraction-static`` would (default rank 0)
 ``nojoin``         multi-node: this node never reaches the head's rendezvous (as if a firewall dropped its packets)
+``slow``           the server generates ``percent=N`` percent slower (default 30) in the speed model (sim_speed.py)
 =================  ==================================================================================================
 
 Keys: ``rank=N`` (rank index inside the TP x PP group - the global rank with ``--nnodes``: TP8-15 on node 1 of a
@@ -48,7 +49,7 @@ PHASES = (
     "http_up",
     "ready",
 )
-KINDS = ("crash", "hang", "nccl", "delay", "hold", "slow_capture", "oom", "nojoin")
+KINDS = ("crash", "hang", "nccl", "delay", "hold", "slow_capture", "oom", "nojoin", "slow")
 DEFAULT_FAULT_FILE = "/etc/sglang-sim/fault"
 
 NCCL_ERROR_TEXT = (

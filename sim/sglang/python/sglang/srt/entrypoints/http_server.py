@@ -34,6 +34,7 @@ import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from sglang.srt import sim_speed
 from sglang.srt.entrypoints import engine
 from sglang.srt.metrics.collector import TokenizerMetrics, metrics_text
 from sglang.srt.sim_faults import FaultInjector, hold_while
@@ -104,6 +105,9 @@ class TokenizerManager:
         # prompt tokens: /get_load and /v1/loads report them, drain logic waits for zero.
         self.inflight_lock = threading.Lock()
         self.inflight: dict[str, int] = {}
+        # The speed model's inputs (sim_speed.py), set by launch_server: the visible GPUs and the faults.
+        self.system = None
+        self.faults: list = []
 
     def _roundtrip(self, req: dict, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -148,7 +152,12 @@ class TokenizerManager:
         self.generation_tokens += len(words)
         e2e = time.time() - tic
         self.metrics.observe_one_finished_request(input_len, len(words), e2e, e2e)
+        gpus = self.system.gpus if self.system is not None else ()
+        sim_timing = sim_speed.timing(input_len, gpus=gpus, tp=int(self.server_args.tp_size or 1),
+                                      nvswitch=bool(self.system and self.system.nvswitch), faults=self.faults,
+                                      model_path=str(self.server_args.model_path))  # fmt: skip
         return {
+            "sim_timing": sim_timing,
             "rid": rid,
             "text": " " + " ".join(words) if words else "",
             "prompt_tokens": input_len,
@@ -518,6 +527,8 @@ def make_handler(tm: TokenizerManager):
                         "completion_tokens": res["completion_tokens"],
                         "cached_tokens": 0,
                         "e2e_latency": round(res["e2e_latency"], 4),
+                        # the stand-in's speed model (srt/sim_speed.py), read by its sglang.bench_serving
+                        "sim_timing": res["sim_timing"],
                     },
                 },
             )
@@ -726,6 +737,7 @@ def launch_server(server_args) -> None:
         return
 
     tm = TokenizerManager(server_args, model_config, conns, procs, infos)
+    tm.system, tm.faults = system, faults
     _setup_access_logger(server_args)
     http_faults = FaultInjector(faults, rank=0)
 
