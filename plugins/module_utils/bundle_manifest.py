@@ -1,0 +1,192 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The offline bundle's manifest: every file of a bundle with its sha256, its size and where it came from, as one
+canonical JSON document, signed with OpenSSH's ``ssh-keygen -Y sign`` by a key the operator holds and verified on each
+host with ``ssh-keygen -Y verify`` against the public key in the inventory. This file owns the manifest's schema, its
+canonical form, the checks of a bundle against it and the command lines of the signature; the
+``llmops.sglang.bundle_verify`` module runs them on a host.
+
+Schema::
+
+    {"schema": 1, "bundle": NAME, "files": [{"path": "wheels/torch-2.9.1-...whl", "sha256": "...", "size": 123,
+                                             "source": {"kind": "wheel", "name": "torch", "version": "2.9.1",
+                                                        "url": "..."}}, ...]}
+
+Paths are relative, POSIX, sorted, without ``..``; every file under the bundle's root but the manifest and its
+signature is listed, and every listed file has a source of a known kind. The canonical form (sorted keys, two-space
+indent, one trailing newline, no time stamp) makes two manifests of the same files and sources byte-identical.
+Pure functions besides reading the bundle's files; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+
+SCHEMA = 1
+MANIFEST = "manifest.json"
+SIGNATURE = MANIFEST + ".sig"
+#: The signature's namespace (ssh-keygen -n): a signature made for anything else does not verify as a bundle's.
+NAMESPACE = "llmops-bundle@llmops.sglang"
+#: The kinds of source a file may come from, and the fields each must name.
+SOURCE_KINDS = {
+    "apt": ("package", "version"),
+    "wheel": ("name", "version"),
+    "git": ("url", "commit"),
+    "model": ("repo_id", "commit"),
+    "pci_ids": ("url",),
+    "patch": ("name",),
+}
+PUBLIC_KEY = re.compile(
+    r"\A(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa|sk-ssh-ed25519@openssh\.com) [A-Za-z0-9+/=]+( [^\n]*)?\Z"
+)
+IDENTITY = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")
+CHUNK = 1 << 20
+
+
+class ManifestError(ValueError):
+    """A bundle or manifest that is not what it should be; the message is the one-line error."""
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _safe(rel):
+    parts = rel.split("/")
+    return bool(rel) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\\" not in rel
+
+
+def bundle_files(root):
+    """Every file under ``root`` (relative POSIX paths, sorted) but the manifest and its signature; a link or a special
+    file is refused, since a host would install what it points to, not what was hashed."""
+    out = []
+    for top, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in dirs + files:
+            full = os.path.join(top, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            if os.path.islink(full):
+                raise ManifestError(
+                    "expected only files and directories in the bundle; found the link %s; copy what it points to "
+                    "into the bundle instead" % rel
+                )
+            if name in files and not os.path.isfile(full):
+                raise ManifestError("expected only regular files in the bundle; found %s; remove it" % rel)
+        for name in files:
+            rel = os.path.relpath(os.path.join(top, name), root).replace(os.sep, "/")
+            if rel not in (MANIFEST, SIGNATURE):
+                out.append(rel)
+    return sorted(out)
+
+
+def check_source(rel, source):
+    if not isinstance(source, dict) or source.get("kind") not in SOURCE_KINDS:
+        raise ManifestError("expected the source of %s as a mapping with kind one of %s; found %r; say where the file "
+                            "came from" % (rel, ", ".join(sorted(SOURCE_KINDS)), source))  # fmt: skip
+    missing = [k for k in SOURCE_KINDS[source["kind"]] if not isinstance(source.get(k), str) or not source[k]]
+    if missing:
+        wanted = ", ".join(SOURCE_KINDS[source["kind"]])
+        raise ManifestError(
+            "expected the %s source of %s to name %s; found none for %s"
+            % (source["kind"], rel, wanted, ", ".join(missing))
+        )
+    return {k: str(v) for k, v in sorted(source.items())}
+
+
+def build(root, sources, bundle):
+    """The manifest of the bundle at ``root``: ``sources`` maps each relative path to where it came from (every file
+    needs one, and every source a file)."""
+    files = bundle_files(root)
+    unknown = sorted(set(sources) - set(files))
+    if unknown:
+        raise ManifestError("expected a file in the bundle for each source; found none for %s" % ", ".join(unknown[:5]))
+    entries = []
+    for rel in files:
+        if rel not in sources:
+            raise ManifestError("expected a source for every file of the bundle; found none for %s" % rel)
+        full = os.path.join(root, *rel.split("/"))
+        entries.append({"path": rel, "sha256": sha256_file(full), "size": os.path.getsize(full),
+                        "source": check_source(rel, sources[rel])})  # fmt: skip
+    return {"schema": SCHEMA, "bundle": str(bundle), "files": entries}
+
+
+def dumps(manifest):
+    """The canonical text: the same manifest is always the same bytes."""
+    return json.dumps(manifest, sort_keys=True, indent=2, ensure_ascii=True) + "\n"
+
+
+def loads(text):
+    """The manifest from its text, its shape checked; ManifestError says what is wrong."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise ManifestError(
+            "expected the bundle's %s to be JSON; found %s; make the bundle again" % (MANIFEST, e)
+        ) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("files"), list):
+        raise ManifestError("expected a bundle manifest of schema %d; found another document; make the bundle again "
+                            "with this collection's playbooks/bundle.yml" % SCHEMA)  # fmt: skip
+    for e in doc["files"]:
+        if not isinstance(e, dict) or not isinstance(e.get("path"), str) or not _safe(e["path"]):
+            shown = e.get("path") if isinstance(e, dict) else e
+            raise ManifestError(
+                "expected relative paths inside the bundle in its manifest; found %r; the manifest is not one this "
+                "collection made" % (shown,)
+            )
+        if not re.fullmatch(r"[0-9a-f]{64}", str(e.get("sha256", ""))) or not isinstance(e.get("size"), int):
+            raise ManifestError("expected a sha256 and a size for %s in the manifest; found %r, %r"
+                                % (e["path"], e.get("sha256"), e.get("size")))  # fmt: skip
+        check_source(e["path"], e.get("source"))
+    return doc
+
+
+def problems(root, manifest):
+    """What differs between the bundle at ``root`` and its manifest, one sentence each (empty: the bundle is the
+    manifest's). Sizes are compared first, so a truncated file is named without hashing it."""
+    out = []
+    listed = {e["path"]: e for e in manifest["files"]}
+    try:
+        present = set(bundle_files(root))
+    except ManifestError as e:
+        return [str(e)]
+    for rel in sorted(present - set(listed)):
+        out.append("%s is in the bundle but not in its manifest" % rel)
+    for rel, e in sorted(listed.items()):
+        full = os.path.join(root, *rel.split("/"))
+        if rel not in present:
+            out.append("%s is in the manifest but missing from the bundle" % rel)
+        elif os.path.getsize(full) != e["size"]:
+            out.append("%s has %d bytes; the manifest says %d" % (rel, os.path.getsize(full), e["size"]))
+        elif sha256_file(full) != e["sha256"]:
+            out.append("%s has sha256 %s; the manifest says %s" % (rel, sha256_file(full)[:16], e["sha256"][:16]))
+    return out
+
+
+def allowed_signers(identity, public_key):
+    """The one line of an ssh-keygen allowed-signers file that trusts ``public_key`` as ``identity`` for bundles."""
+    key = (public_key or "").strip()
+    if not IDENTITY.match(identity or ""):
+        raise ManifestError("expected the signer identity as a word of letters, digits, '.', '_', '@' or '-'; found "
+                            "%r" % (identity,))  # fmt: skip
+    if not PUBLIC_KEY.match(key):
+        raise ManifestError("expected the public key as one OpenSSH public key line (ssh-ed25519 AAAA...); "
+                            "found %r; paste the .pub file of the key that signs the bundles" % key[:40])  # fmt: skip
+    return '%s namespaces="%s" %s\n' % (identity, NAMESPACE, " ".join(key.split()[:2]))
+
+
+def verify_argv(signers_file, identity, signature_file):
+    """ssh-keygen's verification: the manifest's bytes on standard input."""
+    return ["ssh-keygen", "-Y", "verify", "-f", signers_file, "-I", identity, "-n", NAMESPACE, "-s", signature_file]
+
+
+def sign_argv(private_key, manifest_file):
+    """ssh-keygen's signature of the manifest (writes MANIFEST.sig beside it)."""
+    return ["ssh-keygen", "-Y", "sign", "-f", private_key, "-n", NAMESPACE, manifest_file]
