@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -182,3 +183,27 @@ def test_an_unreadable_state_starts_afresh(text):
 def test_the_allowed_slowdown_is_a_percentage(pct):
     with pytest.raises(B.BenchError):
         judged(400.0, pct=pct)
+
+
+@pytest.mark.parametrize("version", [sglang_flags.OLDEST_CHECKED, "0.5.9"])
+def test_the_client_needs_nothing_the_wheel_does_not_install(version):
+    """Every third-party module the one-file client imports at its top is a base requirement of the same wheel, so the
+    served venv runs it without an extra (releases from 0.5.15 on split the client into sglang/benchmark/)."""
+    with zipfile.ZipFile(wheel(version)) as z:
+        tree = ast.parse(z.read("sglang/bench_serving.py").decode())
+        metadata = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = z.read(metadata).decode().splitlines()
+    imported = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m != "sglang"}
+    base = {
+        re.split(r"[<>=!~ ;\[(]", line.split(":", 1)[1].strip())[0].lower().replace("_", "-")
+        for line in lines
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    }
+    dist = {"PIL": "pillow"}
+    assert third_party and {dist.get(m, m).lower() for m in third_party} <= base, sorted(third_party)
