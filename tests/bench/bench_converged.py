@@ -10,8 +10,10 @@ Run: .venv/bin/python tests/bench/bench_converged.py [--runs 3] [--tree DIR] [--
   three, `ansible -m ping` on bc1, on the three. Prints the median of each (and every run), the tasks and roles that
   took longest in the last one-node run and how often each llmops.sglang module ran per host (both from the test
   callback tests/integration/callback_plugins/module_runs.py), and whether each re-run changed nothing.
-* Targets: one node <= 15 s, three nodes <= 1.3 x one node. Exits 1 when one is missed or a re-run changed
-  something.
+* The GPU health verdict's cost: the seconds of the tasks that read and judge the GPUs (llmops.sglang.gpu_health and
+  roles/server/tasks/health.yml's own tasks, timed by the callback) in each one-node re-run; their median.
+* Targets: one node <= 15 s, three nodes <= 1.3 x one node, the health verdict <= 5 s of a one-node re-run. Exits 1
+  when one is missed or a re-run changed something.
 * --tree DIR: run the playbooks, ansible.cfg and simulation inventory of another checkout (e.g. an export of main, to
   measure "before"); the nodes and the callbacks are this checkout's.
 """
@@ -35,6 +37,9 @@ SIM_NODE = ROOT / "sim" / "node"
 NODES = {f"bc{i + 1}": f"10.213.0.{131 + i}" for i in range(3)}
 TARGET_ONE_S = 15.0
 TARGET_RATIO = 1.3
+TARGET_HEALTH_S = 5.0
+#: roles/server/tasks/health.yml's tasks besides the module's (set_fact, debug)
+HEALTH_TASKS = ("Keep which reading the verdict is", "Show the GPU checks that are not ok")
 
 
 def sim_node(*args, check=True, timeout=900):
@@ -103,6 +108,16 @@ def top(directory: Path, n: int = 12):
     return data["total"], rows, sorted(roles.items(), key=lambda kv: -kv[1]), len(data["tasks"])
 
 
+def health_seconds(directory: Path) -> float:
+    """Seconds of the GPU health verdict's tasks that ran in the playbook run recorded in ``directory``."""
+    return sum(
+        r["seconds"]
+        for r in record(directory)["tasks"]
+        if (r.get("action") == "llmops.sglang.gpu_health" or r["task"].startswith(HEALTH_TASKS))
+        and (r.get("status") or {}).get("ran")
+    )
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -150,6 +165,7 @@ def main(argv):
                 samples[label].append(elapsed)
         med = {k: statistics.median(v) for k, v in samples.items()}
         ratio = med["site 3"] / med["site 1"]
+        health = [round(health_seconds(work / f"site1-{i}.runs"), 2) for i in range(args.runs)]
         print(f"\nconverged re-run ({tree}; median of {args.runs} runs, every run in brackets)")
         print(f"  {'':28} {'1 node':>10} {'3 nodes':>10} {'3 / 1':>8}")
         for what, a, b in (("ansible-playbook site.yml", "site 1", "site 3"), ("ansible -m ping", "ping 1", "ping 3")):
@@ -161,6 +177,8 @@ def main(argv):
               + "; ".join(f"{label}: {sorted({c.get('llmops.sglang.gpu_facts', 0) for c in r.values()})}"
                           for label, r in runs.items()))  # fmt: skip
         print(f"  changed tasks per host: {changed}")
+        said = f"{statistics.median(health):.1f} s of the one-node re-run {health}"
+        print(f"  the GPU health verdict (idle and under load): {said}")
         total, rows, roles, count = top(work / f"site1-{args.runs - 1}.runs")
         print(f"\nwhere the time goes (last one-node run: {total:.1f} s, {count} tasks)")
         for name, secs in roles[:10]:
@@ -173,6 +191,9 @@ def main(argv):
             ok = False
         if med["site 1"] > TARGET_ONE_S:
             print(f"bench: MISSED: one node {med['site 1']:.1f} s > {TARGET_ONE_S:.0f} s")
+            ok = False
+        if statistics.median(health) > TARGET_HEALTH_S:
+            print(f"bench: MISSED: the GPU health verdict {statistics.median(health):.1f} s > {TARGET_HEALTH_S:.0f} s")
             ok = False
         if ratio > TARGET_RATIO:
             print(f"bench: MISSED: three nodes {ratio:.2f} x one node > {TARGET_RATIO}")
