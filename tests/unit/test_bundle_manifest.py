@@ -200,3 +200,41 @@ def test_a_bundle_without_its_signature_is_refused(tmp_path):
     got = verify(root, public)
     assert got.get("failed") and "manifest.json.sig" in got["msg"], got
     shutil.rmtree(root)
+
+
+def write_manifest(root: Path, sources: dict, check_mode: bool = False) -> dict:
+    return run_module("bundle_manifest", {"root": str(root), "bundle": "glm5-fleet", "sources": sources}, check_mode)
+
+
+def test_the_manifest_module_writes_the_same_bytes_for_the_same_inputs_and_then_nothing(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    first, second = write_manifest(a, make_bundle(a)), write_manifest(b, make_bundle(b))
+    assert first["changed"] and second["changed"] and first["sha256"] == second["sha256"], (first, second)
+    assert (a / M.MANIFEST).read_bytes() == (b / M.MANIFEST).read_bytes()
+    assert oct((a / M.MANIFEST).stat().st_mode & 0o777) == "0o644"
+    again = write_manifest(a, make_bundle(a))
+    assert again["changed"] is False and again["files"] == len(FILES)
+
+
+def test_a_changed_file_rewrites_the_manifest_and_drops_the_stale_signature(tmp_path):
+    key, public = keypair(tmp_path, "ops")
+    root = signed_bundle(tmp_path, key)
+    assert verify(root, public).get("failed") is None
+    (root / "pci.ids").write_bytes(b"10de  NVIDIA Corporation\n2bb1  RTX PRO 6000\n")
+    sources = {rel: source for rel, (_, source) in FILES.items()}
+    dry = write_manifest(root, sources, check_mode=True)
+    assert dry["changed"] and (root / M.SIGNATURE).exists()  # check mode: nothing written or removed
+    got = write_manifest(root, sources)
+    assert got["changed"] and not (root / M.SIGNATURE).exists()
+    assert verify(root, public).get("failed")  # unsigned until the operator signs it again
+    subprocess.run(M.sign_argv(str(key), str(root / M.MANIFEST)), check=True, capture_output=True)
+    assert verify(root, public).get("failed") is None
+
+
+def test_a_file_without_a_source_writes_nothing(tmp_path):
+    sources = make_bundle(tmp_path)
+    sources.pop("pci.ids")
+    got = write_manifest(tmp_path, sources)
+    assert got.get("failed") and "found none for pci.ids" in got["msg"] and "nothing was written" in got["msg"]
+    assert not (tmp_path / M.MANIFEST).exists()

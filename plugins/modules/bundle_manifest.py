@@ -1,0 +1,126 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bundle_manifest
+short_description: Write the manifest of an offline bundle directory, every file with its sha256 and its source
+version_added: "0.3.0"
+description:
+  - Hashes every file under O(root) and writes C(manifest.json) there with each file's relative path, sha256, size
+    and where it came from (O(sources)), in a canonical form, so that two bundles of the same files and sources have
+    byte-identical manifests.
+  - Every file needs a source and every source a file; links and special files are refused. The check comes before
+    anything is written.
+  - A manifest that changes makes an existing C(manifest.json.sig) stale, so that file is removed; sign the new
+    manifest with C(ssh-keygen -Y sign) (docs/air-gapped.md).
+  - Supports check mode (reports whether the manifest would change, writes nothing).
+options:
+  root:
+    description: The bundle's directory.
+    type: path
+    required: true
+  bundle:
+    description: The bundle's name, kept in the manifest.
+    type: str
+    required: true
+  sources:
+    description:
+      - Where each file came from, keyed by its path relative to O(root). Each value is a mapping with C(kind)
+        (C(apt), C(wheel), C(git), C(model), C(pci_ids) or C(patch)) and the fields that kind names
+        (docs/air-gapped.md).
+    type: dict
+    required: true
+extends_documentation_fragment:
+  - llmops.sglang.attributes
+attributes:
+  check_mode:
+    details:
+      - Hashes the files and reports whether the manifest would change; writes and removes nothing.
+author:
+  - llmops.sglang developers (@llmops)
+"""
+
+EXAMPLES = r"""
+- name: Write the bundle's manifest
+  llmops.sglang.bundle_manifest:
+    root: /srv/bundles/glm5-fleet
+    bundle: glm5-fleet
+    sources:
+      pci.ids: {kind: pci_ids, url: "https://raw.githubusercontent.com/pciutils/pciids/master/pci.ids"}
+      wheels/sglang-0.5.9-py3-none-any.whl: {kind: wheel, name: sglang, version: 0.5.9}
+"""
+
+RETURN = r"""
+files:
+  description: Files listed.
+  returned: success
+  type: int
+  sample: 412
+bytes:
+  description: Their total size.
+  returned: success
+  type: int
+  sample: 498221003776
+sha256:
+  description: The sha256 of the manifest's bytes.
+  returned: success
+  type: str
+"""
+
+import hashlib
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils import bundle_manifest as M
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "required": True},
+            "bundle": {"type": "str", "required": True},
+            "sources": {"type": "dict", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    root = p["root"]
+    if not os.path.isdir(root) or os.path.islink(root):
+        module.fail_json(msg="expected the bundle's directory at %s; found none; collect the bundle there first" % root)
+    try:
+        text = M.dumps(M.build(root, p["sources"], p["bundle"]))
+    except M.ManifestError as e:
+        module.fail_json(msg="%s: nothing was written" % e)
+    except OSError as e:
+        module.fail_json(
+            msg="expected to read every file of the bundle at %s; found %s; fix its permissions" % (root, e)
+        )
+    target, sig = os.path.join(root, M.MANIFEST), os.path.join(root, M.SIGNATURE)
+    try:
+        with open(target) as f:
+            old = f.read()
+    except OSError:
+        old = None
+    changed = old != text
+    if changed and not module.check_mode:
+        fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=root)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+        if os.path.lexists(sig):
+            os.unlink(sig)  # it signed the manifest this one replaces
+    files = M.loads(text)["files"]
+    module.exit_json(changed=changed, files=len(files), bytes=sum(e["size"] for e in files),
+                     sha256=hashlib.sha256(text.encode()).hexdigest())  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
