@@ -165,8 +165,10 @@ def problems(root, manifest):
             out.append("%s is in the manifest but missing from the bundle" % rel)
         elif os.path.getsize(full) != e["size"]:
             out.append("%s has %d bytes; the manifest says %d" % (rel, os.path.getsize(full), e["size"]))
-        elif sha256_file(full) != e["sha256"]:
-            out.append("%s has sha256 %s; the manifest says %s" % (rel, sha256_file(full)[:16], e["sha256"][:16]))
+        else:
+            digest = sha256_file(full)
+            if digest != e["sha256"]:
+                out.append("%s has sha256 %s; the manifest says %s" % (rel, digest[:16], e["sha256"][:16]))
     return out
 
 

@@ -112,6 +112,14 @@ def read_output(text):
     return {k: round(float(row[k]), 3) if k != "completed" else int(row[k]) for k in FIGURES}
 
 
+def check_slowdown(max_slowdown_pct):
+    """The allowed slowdown as a float above 0 and below 100; BenchError otherwise."""
+    if not 0 < float(max_slowdown_pct) < 100:
+        raise BenchError("expected max_slowdown_pct above 0 and below 100; found %r; fix server_bench_max_slowdown_pct"
+                         % (max_slowdown_pct,))  # fmt: skip
+    return float(max_slowdown_pct)
+
+
 def settings_id(settings):
     """A short, stable name of the benchmark's settings (a baseline is only comparable to the same settings)."""
     s = check_settings(settings)
@@ -170,9 +178,7 @@ def judge(figures, state, *, build_set, model_commit, settings, max_slowdown_pct
     as the key's latest, never as a baseline.
     """
     s = check_settings(settings)
-    if not 0 < float(max_slowdown_pct) < 100:
-        raise BenchError("expected max_slowdown_pct above 0 and below 100; found %r; fix server_bench_max_slowdown_pct"
-                         % (max_slowdown_pct,))  # fmt: skip
+    max_slowdown_pct = check_slowdown(max_slowdown_pct)
     key = key_of(build_set, model_commit, s)
     ref_key, ref = reference(state, key)
     slowdown = None

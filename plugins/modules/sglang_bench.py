@@ -219,9 +219,7 @@ def main():
     settings = {k: p[k] for k in sglang_bench.SETTINGS}
     try:
         sglang_bench.check_settings(settings)
-        if not 0 < p["max_slowdown_pct"] < 100:
-            raise sglang_bench.BenchError("expected max_slowdown_pct above 0 and below 100; found %s; fix "
-                                          "server_bench_max_slowdown_pct" % p["max_slowdown_pct"])  # fmt: skip
+        sglang_bench.check_slowdown(p["max_slowdown_pct"])
     except sglang_bench.BenchError as e:
         module.fail_json(msg=str(e))
     if not p["base_url"].startswith(("http://", "https://")) or p["timeout"] < 1:

@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from _module_run import run_module  # noqa: E402
 
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_bench as B  # noqa: E402
+
 SIM_PY = ROOT / "sim" / "sglang" / "python"
 READY = "The server is fired up and ready to roll!"
 SETTINGS = {"num_prompts": 12, "input_len": 64, "output_len": 32, "max_concurrency": 4, "seed": 3}
@@ -107,6 +109,17 @@ def test_a_run_that_did_not_restart_benchmarks_only_after_a_failed_verdict(venv_
     assert run_module("sglang_bench", args)["verdict"] == "not due"  # no state: a routine run sends nothing
     assert not state.exists()
     assert run_module("sglang_bench", args, check_mode=True)["verdict"] == "not run"
+    # the last run of this key was slower: the next run measures again (here against a closed port, so the client's
+    # warm-up fails - it ran) and one of another key does not
+    slower = B.judge({"completed": 12, "duration": 1.0, "request_throughput": 12.0, "output_throughput": 100.0,
+                      "median_ttft_ms": 1.0, "p99_ttft_ms": 1.0, "median_itl_ms": 1.0, "p99_itl_ms": 1.0},
+                     B.empty_state(), build_set="set-a", model_commit="c0ffee", settings=SETTINGS, max_slowdown_pct=15,
+                     host="gpu1", stamp="s")["state"]  # fmt: skip
+    slower["runs"][B.key_of("set-a", "c0ffee", SETTINGS)]["latest"]["verdict"] = "slower"
+    state.write_text(json.dumps(slower))
+    again = run_module("sglang_bench", args)
+    assert again.get("failed") and "expected SGLang's benchmark client to exit 0" in again["msg"], again
+    assert run_module("sglang_bench", dict(args, build_set="set-b"))["verdict"] == "not due"
 
 
 def test_a_hanging_client_that_does_not_finish_is_ended_with_its_process_group_and_the_task_fails(models, tmp_path):
