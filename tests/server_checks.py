@@ -10,7 +10,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values, sglang_flags
+from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values, sglang_bench, sglang_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLE = ROOT / "roles" / "server"
@@ -36,6 +36,9 @@ def problems(**overrides):
     variables["server_key_problems"] = inventory_values.key_problems(
         {k: variables[k] for k in ("llmops_server_api_key", "llmops_server_admin_api_key")}
     )
+    variables["server_bench_problems"] = sglang_bench.problems(
+        {s: variables["server_bench_" + s] for s in ("prompts", "input_len", "output_len", "concurrency", "seed",
+                                                      "timeout", "max_slowdown_pct")}, "server_bench")  # fmt: skip
     variables = {k: trust_as_template(v) if isinstance(v, str) and "{{" in v else v for k, v in variables.items()}
     # server_path_problems as vars/main.yml computes it: its server_paths rendered, then path_problems
     role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())

@@ -64,6 +64,7 @@ PLAN_ACTIONS = ("llmops.sglang.sglang_plan", "sglang_plan")
 ATTEMPT_ACTIONS = ("llmops.sglang.sglang_attempt", "sglang_attempt")
 DOWNLOAD_ACTIONS = ("llmops.sglang.hf_snapshot", "hf_snapshot")
 RECORD_ACTIONS = ("llmops.sglang.deployment_record", "deployment_record")
+BENCH_ACTIONS = ("llmops.sglang.sglang_bench", "sglang_bench")
 
 
 def planned_text(plan, res):
@@ -260,6 +261,7 @@ class CallbackModule(CallbackBase):
         self._final = {}
         self._plans = {}
         self._records = {}
+        self._benchmarks = {}  # a benchmark's result by host (the router's, run from a replica's head)
         self._failed = {}
         self._unreachable = {}
         self._groups = {}  # {host: its inventory group names}, from the hosts of the results
@@ -337,6 +339,9 @@ class CallbackModule(CallbackBase):
             self._records[result.host.get_name()] = res["record"]
             self._rolled = self._rolled or bool((getattr(result.task, "args", None) or {}).get("events"))
             return
+        if action in BENCH_ACTIONS and isinstance(res, dict) and isinstance(res.get("figures"), dict):
+            self._benchmarks[result.host.get_name()] = res  # a delegated task's host is the router, not the head
+            return
         if action in DOWNLOAD_ACTIONS and isinstance(res, dict) and res.get("progress"):
             self._emit("[model] %s: %s (done)" % (result.host.get_name(), res["progress"]))
             return
@@ -405,6 +410,7 @@ class CallbackModule(CallbackBase):
                 failed_task=self._failed.get(host),
                 unreachable=self._unreachable.get(host),
                 router=host in routers,
+                bench=self._benchmarks.get(host),
             )
             for host in hosts
         ]

@@ -71,6 +71,44 @@ def check_settings(settings):
     return out
 
 
+#: The inventory variable of each setting, after its prefix (server_bench_prompts, router_bench_concurrency, ...).
+VARIABLES = {
+    "num_prompts": "prompts",
+    "input_len": "input_len",
+    "output_len": "output_len",
+    "max_concurrency": "concurrency",
+    "seed": "seed",
+}
+
+#: What each variable is set to when it is wrong (the role defaults' values).
+EXAMPLES = {"prompts": 32, "input_len": 256, "output_len": 128, "concurrency": 8, "seed": 1, "timeout": 300}
+
+
+def problems(values, prefix):
+    """One sentence (expected, found, do this) per wrong benchmark variable of a role, before anything changes.
+
+    ``values``: {variable suffix: value} with the suffixes of VARIABLES plus ``timeout`` and ``max_slowdown_pct``, as
+    the inventory gave them; ``prefix``: the role's (``server_bench``, ``router_bench``)."""
+    out = []
+    bounds = {VARIABLES[k]: b for k, b in SETTINGS.items()}
+    bounds["timeout"] = (1, 86400)
+    for suffix, (low, high) in bounds.items():
+        value = values.get(suffix)
+        text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+        if text is None or not text.isdigit() or not low <= int(text) <= high:
+            out.append("Expected %s_%s to be a whole number from %d to %d; found '%s'. Set it to %s%s."
+                       % (prefix, suffix, low, high, value, EXAMPLES[suffix],
+                          " (the benchmark after a restart must stay short)" if high < 86400 and text and text.isdigit()
+                          and int(text) > high else ""))  # fmt: skip
+    pct = values.get("max_slowdown_pct")
+    try:
+        check_slowdown(pct if not isinstance(pct, bool) else None)
+    except (BenchError, TypeError, ValueError):
+        out.append("Expected %s_max_slowdown_pct to be a percentage above 0 and below 100; found '%s'. Set it to 15."
+                   % (prefix, pct))  # fmt: skip
+    return out
+
+
 def client_argv(python, base_url, tokenizer, settings, output_file):
     """The client's command line: no key in it (the client reads OPENAI_API_KEY from its environment)."""
     s = check_settings(settings)
@@ -169,13 +207,25 @@ def _describe(key):
     return "build set %s, model commit %s" % (build_set, commit[:12])
 
 
-def judge(figures, state, *, build_set, model_commit, settings, max_slowdown_pct, host, stamp):
+def judge(
+    figures,
+    state,
+    *,
+    build_set,
+    model_commit,
+    settings,
+    max_slowdown_pct,
+    host,
+    stamp,
+    knob="server_bench_max_slowdown_pct",
+):
     """The verdict of one run and the state to write.
 
     Returns {verdict, message, slowdown_pct, reference, reference_key, key, state}; verdict is ``baseline`` (the
     host's first run of these settings: recorded, nothing to compare), ``ok``, ``slower`` (output throughput more than
     max_slowdown_pct below the reference) or ``failed`` (a request did not complete). A slower or failed run is kept
-    as the key's latest, never as a baseline.
+    as the key's latest, never as a baseline. ``knob``: the variable a slower run's message tells the operator to
+    raise (the router's benchmark has its own).
     """
     s = check_settings(settings)
     max_slowdown_pct = check_slowdown(max_slowdown_pct)
@@ -201,10 +251,10 @@ def judge(figures, state, *, build_set, model_commit, settings, max_slowdown_pct
             message = (
                 "%s: expected SGLang to serve within %g %% of its baseline (%s); found an output throughput of %.1f "
                 "tok/s, %.1f %% below the baseline's %.1f tok/s (median TTFT %.1f ms against %.1f, median ITL %.2f ms "
-                "against %.2f); check the GPUs' health and %s, or raise server_bench_max_slowdown_pct"
+                "against %.2f); check the GPUs' health and %s, or raise %s"
                 % (host, float(max_slowdown_pct), _describe(ref_key), figures["output_throughput"], slowdown, base,
                    figures["median_ttft_ms"], float(ref.get("median_ttft_ms") or 0), figures["median_itl_ms"],
-                   float(ref.get("median_itl_ms") or 0), changed)
+                   float(ref.get("median_itl_ms") or 0), changed, knob)
             )  # fmt: skip
         else:
             verdict, message = "ok", None

@@ -283,9 +283,12 @@ def benchmark_text(bench):
     return "%s: %s" % (bench["verdict"], ", ".join(parts)) if parts else bench["verdict"]
 
 
-def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, unreachable=None, router=False):
+def host_entry(
+    host, *, record=None, result=None, plan=None, failed_task=None, unreachable=None, router=False, bench=None
+):
     """One host of the report from whatever the run left for it (see the module docstring). ``router``: a host of
-    the sglang_routers group (no GPU server): shown, but no replica and not counted as a server."""
+    the sglang_routers group (no GPU server): shown, but no replica and not counted as a server. ``bench``: the
+    result of a benchmark this run made for the host without a record of it (the router's, through the fleet)."""
     rec = record or {}
     res = result or {}
     ranks = res.get("ranks") or _ranks_from_record(rec)
@@ -343,7 +346,7 @@ def host_entry(host, *, record=None, result=None, plan=None, failed_task=None, u
         "smoke_test": rec.get("smoke_test"),
         "metrics_check": rec.get("metrics_check"),
         "gpu_health": gpu_health(rec.get("gpu_health")),
-        "benchmark": benchmark(rec.get("benchmark")),
+        "benchmark": benchmark(rec.get("benchmark") or bench),
         "diagnosis": None,
         "suggestion": None,
         "failure_line": None,

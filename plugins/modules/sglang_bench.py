@@ -20,8 +20,8 @@ description:
     first time a build set or commit runs (a roll, an upgrade), against the baseline of what ran before it.
   - A run whose output throughput is more than O(max_slowdown_pct) percent below its reference is C(slower); one in
     which a request did not complete is C(failed). With O(gate=true) either fails the task with the figures.
-  - The API key is read on the host from O(api_key_file) and given to the client in its environment, never on its
-    command line.
+  - The API key is read on the host from O(api_key_file) (or given in O(api_key)) and handed to the client in its
+    environment, never on its command line.
   - See docs/serving.md for what the figures mean, and what they mean on simulated nodes.
 options:
   python:
@@ -100,6 +100,16 @@ options:
     description: The variable of O(api_key_file) that holds the key.
     type: str
     default: SGLANG_API_KEY
+  api_key:
+    description:
+      - The key itself, for a server whose key is not in a file on this host (the router, benchmarked from a replica's
+        head). Given to the client in its environment like the file's; takes the place of O(api_key_file).
+    type: str
+  variable_prefix:
+    description: The prefix of the inventory variables the messages name (C(server_bench) names
+      C(server_bench_timeout), C(server_bench_max_slowdown_pct)).
+    type: str
+    default: server_bench
   environment:
     description: Variables the client runs with besides this module's environment (the server's own, e.g. its
       C(PYTHONPATH)); C(OPENAI_API_KEY) and C(API_KEY) are not taken from here.
@@ -154,10 +164,31 @@ message:
   description: For a C(slower) or C(failed) run, the sentence saying what was expected, found and what to do.
   returned: when the client ran
   type: str
+max_slowdown_pct:
+  description: The allowed slowdown the run was judged with (O(max_slowdown_pct)).
+  returned: when the client ran
+  type: float
+build_set:
+  description: O(build_set), for the tasks that read this result.
+  returned: always
+  type: str
+model_commit:
+  description: O(model_commit), for the tasks that read this result.
+  returned: always
+  type: str
+python:
+  description: O(python), for the tasks that read this result (the router's benchmark runs the same client).
+  returned: always
+  type: str
+tokenizer:
+  description: O(tokenizer), for the tasks that read this result.
+  returned: always
+  type: str
 """
 
 import json
 import os
+import re
 import tempfile
 import time
 
@@ -212,16 +243,24 @@ def main():
             "api_key_file": {"type": "path"},
             "api_key_name": {"type": "str", "default": "SGLANG_API_KEY", "no_log": False},
             "environment": {"type": "dict", "default": {}},
+            "api_key": {"type": "str", "no_log": True},
+            "variable_prefix": {"type": "str", "default": "server_bench"},
         },
+        mutually_exclusive=[("api_key", "api_key_file")],
         supports_check_mode=True,
     )
     p = module.params
+    echo = {k: p[k] for k in ("build_set", "model_commit", "python", "tokenizer")}
+    knob = p["variable_prefix"]
     settings = {k: p[k] for k in sglang_bench.SETTINGS}
     try:
         sglang_bench.check_settings(settings)
         sglang_bench.check_slowdown(p["max_slowdown_pct"])
     except sglang_bench.BenchError as e:
         module.fail_json(msg=str(e))
+    if not re.match(r"[a-z][a-z0-9_]*\Z", p["variable_prefix"]):
+        module.fail_json(msg="expected variable_prefix as a variable name such as server_bench; found %r; fix the task"
+                         % p["variable_prefix"])  # fmt: skip
     if not p["base_url"].startswith(("http://", "https://")) or p["timeout"] < 1:
         module.fail_json(msg="expected base_url as an http(s) URL and timeout >= 1; found %r, %s; fix the task"
                          % (p["base_url"], p["timeout"]))  # fmt: skip
@@ -229,19 +268,19 @@ def main():
         module.fail_json(msg="expected the served venv's Python at %s; found none; run the python_env stage"
                          % p["python"])  # fmt: skip
     if module.check_mode:
-        module.exit_json(changed=False, verdict="not run")
+        module.exit_json(changed=False, verdict="not run", **echo)
     try:
         state_text = open(p["state_file"]).read() if os.path.exists(p["state_file"]) else ""
     except OSError as e:
         module.fail_json(msg="%s: expected to read %s; found %s; fix its permissions" % (p["host"], p["state_file"], e))
     state = sglang_bench.load_state(state_text)
     if not p["launched"] and not sglang_bench.due(state, p["build_set"], p["model_commit"], settings):
-        module.exit_json(changed=False, verdict="not due")
+        module.exit_json(changed=False, verdict="not due", **echo)
     # The client's environment: this one, the server's variables, no key but the server's own (an empty value is no
     # key to SGLang's client), the hub offline (the benchmark reads only the local tokenizer).
     env = {str(k): str(v) for k, v in (p["environment"] or {}).items()}
     env.update(HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", OPENAI_API_KEY="", API_KEY="")
-    key = read_env_value(p["api_key_file"], p["api_key_name"]) if p["api_key_file"] else None
+    key = p["api_key"] or (read_env_value(p["api_key_file"], p["api_key_name"]) if p["api_key_file"] else None)
     if key:
         env["OPENAI_API_KEY"] = key
         module.no_log_values.add(key)
@@ -254,7 +293,7 @@ def main():
         seconds = round(time.monotonic() - started, 1)
         if rc is None:
             module.fail_json(msg="%s: expected SGLang's benchmark to finish within %d s; it did not and was ended; "
-                             "raise server_bench_timeout or lower server_bench_prompts" % (p["host"], p["timeout"]),
+                             "raise %s_timeout or lower %s_prompts" % (p["host"], p["timeout"], knob, knob),
                              output_tail=tail)  # fmt: skip
         text = open(out_file).read() if os.path.exists(out_file) else ""
     try:
@@ -264,7 +303,8 @@ def main():
         figures = sglang_bench.read_output(text)
         result = sglang_bench.judge(
             figures, state, build_set=p["build_set"], model_commit=p["model_commit"],
-            settings=settings, max_slowdown_pct=p["max_slowdown_pct"], host=p["host"], stamp=utc_stamp())  # fmt: skip
+            settings=settings, max_slowdown_pct=p["max_slowdown_pct"], host=p["host"], stamp=utc_stamp(),
+            knob=knob + "_max_slowdown_pct")  # fmt: skip
     except sglang_bench.BenchError as e:
         module.fail_json(msg="%s: %s" % (p["host"], e), output_tail=tail)
     try:
@@ -279,6 +319,8 @@ def main():
         "slowdown_pct": result["slowdown_pct"],
         "message": result["message"],
         "seconds": seconds,
+        "max_slowdown_pct": p["max_slowdown_pct"],
+        **echo,
     }
     if p["gate"] and result["verdict"] in ("slower", "failed"):
         module.fail_json(msg=result["message"], **out)

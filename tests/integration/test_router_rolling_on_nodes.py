@@ -333,6 +333,14 @@ def test_replicas_come_up_behind_the_router_with_their_keys_out_of_the_output(fl
     assert len(secrets) == 6 and all(len(v) >= 32 for v in secrets.values()), sorted(secrets)
     assert [name for name, value in secrets.items() if value in run.stdout + run.stderr] == []
     FIGURES.append(f"stages to 2 healthy replicas behind the router: {run.seconds:.0f} s")
+    # the benchmark after ready: each replica's own, then the fleet's through the router from the first head (rr1),
+    # with the router's clients' key; each the first of its kind, so each is a baseline
+    bench = {h: r for h, n, r in run.results() if n.startswith("Benchmark the") and r.get("_it_status") == "ok"}
+    assert {h: r.get("verdict") for h, r in bench.items()} == {"rr1": "baseline", "rr2": "baseline", ROUTER: "baseline"}
+    assert bench[ROUTER]["figures"]["completed"] == 64 and bench[ROUTER]["build_set"].startswith("2 replicas: ")
+    assert bench[ROUTER]["figures"]["output_throughput"] > bench["rr1"]["figures"]["output_throughput"]
+    kept = json.loads(ssh(fleet.key, REPLICAS["rr1"], f"cat /var/lib/llmops-sglang/router-bench-{ROUTER}.json"))
+    assert [r["latest"]["verdict"] for r in kept["runs"].values()] == ["baseline"], kept
     unit = ssh(fleet.key, ROUTER_IP, "systemctl cat sglang-router.service")
     assert "--policy cache_aware" in unit.replace('"', "") and "--prometheus-port 29000" in unit.replace('"', "")
     assert ssh(fleet.key, ROUTER_IP, "/opt/sglang-router/venv/bin/pip show sglang-router | sed -n 2p").strip() == (
@@ -701,14 +709,55 @@ def test_a_build_that_fails_readiness_is_rolled_back_and_the_roll_stops_with_no_
 
 
 @daytwo
+def test_a_build_set_planted_30_percent_slower_is_rolled_back_on_that_replica_and_the_roll_stops(fleet):
+    """The benchmark after the start as an upgrade's gate: v0.5.9 planted 30 % slower on rr1 (the stand-in's speed
+    model, sim_speed.py: the fault's release= applies to that build set only) comes up, is benchmarked out of the
+    router against rr1's baseline of v0.5.8 (what ran before it), rolled back and the roll stops with no failed request
+    through the router. The next case upgrades to v0.5.9 planted 5 % slower on both: it passes."""
+    rr1, rr2 = REPLICAS["rr1"], REPLICAS["rr2"]
+    old = pointer(fleet, rr1)
+    rr2_state = (fleet.main_pid(rr2), pointer(fleet, rr2))
+    ssh(fleet.key, rr1, "mkdir -p /etc/sglang-sim && echo 'slow percent=30 release=0.5.9' > /etc/sglang-sim/fault")
+    try:
+        run, loop = rolled(fleet, "playbooks/upgrade.yml", daytwo_vars(fleet, "v0.5.9"),
+                           "upgrade v0.5.8 -> v0.5.9 planted 30 % slower on rr1 (rolled back)")  # fmt: skip
+    finally:
+        ssh(fleet.key, rr1, "rm -f /etc/sglang-sim/fault")
+    assert run.rc != 0
+    stops = [(h, m) for h, n, m in run.failures() if n == "Stop the roll here with the diagnosis"]
+    assert [h for h, _ in stops] == ["rr1"], run.failures()
+    msg = stops[0][1]
+    assert "came up but served slower than its baseline" in msg and "30.0 % below the baseline's" in msg, msg
+    assert f"of its baseline (build set {old}, " in msg, msg  # v0.5.9's first run: judged against what ran before
+    assert f"Rolled back to the build set {old}: ready and back in the router" in msg, msg
+    assert pointer(fleet, rr1) == old and deployment(fleet, rr1)["build_set"]["current"] == old
+    assert (fleet.main_pid(rr2), pointer(fleet, rr2)) == rr2_state, "rr2 was touched"
+    assert fleet.workers() == {u: True for u in URLS}
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    assert deployment(fleet, rr1)["benchmark"]["verdict"] == "ok", deployment(fleet, rr1)["benchmark"]
+    state = json.loads(ssh(fleet.key, rr1, "cat /var/lib/llmops-sglang/server-bench.json"))
+    slower = [r for r in state["runs"].values() if (r["build_set"] or "").startswith("v0.5.9-")]
+    assert [r["latest"]["verdict"] for r in slower] == ["slower"] and "baseline" not in slower[0], slower
+    for ip in (rr1, rr2):  # the next case's upgrade, 5 % slower everywhere: within the allowed 15 %
+        ssh(fleet.key, ip, "mkdir -p /etc/sglang-sim && echo 'slow percent=5 release=0.5.9' > /etc/sglang-sim/fault")
+
+
+@daytwo
 def test_an_upgrade_from_v058_to_v059_then_a_rollback_fail_no_request(fleet):
-    run, loop = rolled(fleet, "playbooks/upgrade.yml", daytwo_vars(fleet, "v0.5.9"), "upgrade v0.5.8 -> v0.5.9")
+    try:  # v0.5.9 planted 5 % slower by the case before (when it ran): the benchmark passes it
+        run, loop = rolled(fleet, "playbooks/upgrade.yml", daytwo_vars(fleet, "v0.5.9"),
+                           "upgrade v0.5.8 -> v0.5.9 (5 % slower in the stand-in's speed model)")  # fmt: skip
+    finally:
+        for ip in REPLICAS.values():
+            ssh(fleet.key, ip, "rm -f /etc/sglang-sim/fault")
     assert run.rc == 0, run.why()
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
     assert fleet.workers() == {u: True for u in URLS}
     before = {}
     for ip in REPLICAS.values():
         record = deployment(fleet, ip)
+        bench = record["benchmark"]
+        assert bench["verdict"] == "ok" and bench["slowdown_pct"] <= 5.0, bench
         assert record["sglang_version"].startswith("0.5.9"), record["sglang_version"]
         assert record["build_set"]["current"].startswith("v0.5.9-") and record["build_set"]["previous"].startswith(
             "v0.5.8-"

@@ -95,6 +95,32 @@ def test_a_keyed_server_is_benchmarked_with_the_key_from_the_env_file_only(launc
     assert key not in json.dumps(got) and key not in state.read_text()
 
 
+def test_a_key_given_to_the_module_reaches_the_client_only_and_the_messages_name_the_callers_variables(
+    launch, models, venv_python, tmp_path
+):
+    """The router's benchmark: its clients' key is not in a file on the head, so it is given to the module (no_log);
+    a slower fleet's message names router_bench_max_slowdown_pct, and the result says what was benchmarked."""
+    key = "sk-router-test-key-0123456789"
+    server = serve(launch, models, key=key)
+    state = tmp_path / "router-bench-rt1.json"
+    first = bench(server, venv_python, models, state, api_key=key, variable_prefix="router_bench",
+                  build_set="2 replicas: set-a")  # fmt: skip
+    assert first["verdict"] == "baseline", first
+    assert (first["build_set"], first["model_commit"], first["python"]) == ("2 replicas: set-a", "c0ffee",
+                                                                            str(venv_python))  # fmt: skip
+    assert first["max_slowdown_pct"] == 15 and key not in json.dumps(first) and key not in state.read_text()
+    server.stop()
+    slow = serve(launch, models, env={"SGLANG_SIM_FAULT": "slow percent=30"}, key=key)
+    got = bench(slow, venv_python, models, state, api_key=key, variable_prefix="router_bench",
+                build_set="2 replicas: set-a")  # fmt: skip
+    assert got["verdict"] == "slower" and got["msg"].endswith("or raise router_bench_max_slowdown_pct"), got
+    assert "server_bench" not in got["msg"] and key not in json.dumps(got)
+    both = bench(slow, venv_python, models, state, api_key=key, api_key_file=str(tmp_path / "x.env"))
+    assert both.get("failed") and "mutually exclusive" in both["msg"], both
+    bad = bench(slow, venv_python, models, state, variable_prefix="router bench; rm")
+    assert bad.get("failed") and "expected variable_prefix as a variable name" in bad["msg"], bad
+
+
 def test_a_setting_out_of_bounds_is_refused_before_any_request(venv_python, models, tmp_path):
     got = run_module("sglang_bench", dict(SETTINGS, num_prompts=5000, python=str(venv_python),
                                           base_url="http://127.0.0.1:9", tokenizer=str(models["llama3-8b"]),

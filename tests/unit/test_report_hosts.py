@@ -159,3 +159,35 @@ def test_saved_reports_from_before_the_role_field_still_count_their_hosts():
     data = R.build_report(old["hosts"])
     assert data["summary"] == {"hosts": 1, "ready": 0, "failed": 1, "routers": 0}
     assert "1 GPU server(s): 0 ready, 1 not ready." in render(data) and "router" not in render_text(data).split("\n")[0]
+
+
+def test_the_benchmark_through_the_router_is_shown_on_the_router_host(tmp_path):
+    """roles/router/tasks/bench.yml runs the client from a replica's head (delegate_to): the result arrives as the
+    router host's; the report shows its figures there, and a replica's own record keeps its own."""
+    hosts = inventory(gpu_servers=["rr1", "rr2"], sglang_routers=["rr3"])
+    events = []
+    for name in ("rr1", "rr2"):
+        record = json.loads((ROLL / f"{name}.json").read_text())
+        events.append(("v2_runner_on_ok", _Result(hosts[name], "llmops.sglang.deployment_record", {"record": record})))
+    fleet = {
+        "changed": True,
+        "verdict": "slower",
+        "slowdown_pct": 22.5,
+        "max_slowdown_pct": 15.0,
+        "figures": {"completed": 64, "output_throughput": 1044.2, "median_ttft_ms": 41.0, "median_itl_ms": 13.1},
+    }
+    events += [
+        ("v2_runner_on_ok", _Result(hosts["rr3"], "llmops.sglang.sglang_bench", fleet)),
+        ("v2_runner_on_ok", _Result(hosts["rr3"], "llmops.sglang.sglang_bench", {"verdict": "not due"})),  # ignored
+    ]
+    data, index, _ = run_callback(tmp_path, events, _Stats(hosts["rr1"], hosts["rr2"], hosts["rr3"]))
+    bench = {h["host"]: h["benchmark"] for h in data["hosts"]}
+    assert bench["rr3"] == {"verdict": "slower", "output_throughput": 1044.2, "median_ttft_ms": 41.0,
+                            "median_itl_ms": 13.1, "slowdown_pct": 22.5, "max_slowdown_pct": 15.0}  # fmt: skip
+    assert bench["rr1"] is None or bench["rr1"]["output_throughput"] != 1044.2
+    text = (index.parent / "report.txt").read_text()
+    assert (
+        "rr3  slower: 1044.2 tok/s, median TTFT 41.0 ms, ITL 13.10 ms, 22.5 % below the baseline (allowed 15.0 %)"
+        in text
+    ), text
+    assert "1044.2 tok/s" in index.read_text()

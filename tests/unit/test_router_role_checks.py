@@ -13,7 +13,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values, sglang_flags
+from ansible_collections.llmops.sglang.plugins.module_utils import inventory_values, sglang_bench, sglang_flags
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "router"
 CHECKS = (ROLE / "templates" / "checks.json.j2").read_text()
@@ -53,6 +53,9 @@ def problems(**overrides):
     paths = {k: variables[k] for k in VARS["router_paths"]}
     assert set(VARS["router_paths"]) == {"router_venv", "router_python", "router_log_dir"}
     variables["router_path_problems"] = inventory_values.path_problems(paths, ("router_venv", "router_log_dir"))
+    variables["router_bench_problems"] = sglang_bench.problems(
+        {s: variables["router_bench_" + s] for s in ("prompts", "input_len", "output_len", "concurrency", "seed",
+                                                      "timeout", "max_slowdown_pct")}, "router_bench")  # fmt: skip
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]
 
 
@@ -85,6 +88,10 @@ def test_the_defaults_pass():
         ({"router_drain_quiet_polls": 0}, "Expected router_drain_quiet_polls >= 1; found 0."),
         ({"router_extra_args": "--retry-max-retries 3"}, "Expected router_extra_args to be a list of arguments"),
         ({"router_extra_args": ["--api-key", "sk-1"]}, "Expected no --api-key in router_extra_args"),
+        ({"router_bench_prompts": 5000}, "Expected router_bench_prompts to be a whole number from 1 to 1000; found"),
+        ({"router_bench_concurrency": "many"}, "Expected router_bench_concurrency to be a whole number from 1"),
+        ({"router_bench_timeout": 0}, "Expected router_bench_timeout to be a whole number from 1 to 86400; found '0'"),
+        ({"router_bench_max_slowdown_pct": 100}, "Expected router_bench_max_slowdown_pct to be a percentage above 0"),
     ],
 )
 def test_each_bad_value_is_one_problem(overrides, expected):

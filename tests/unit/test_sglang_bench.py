@@ -207,3 +207,30 @@ def test_the_client_needs_nothing_the_wheel_does_not_install(version):
     }
     dist = {"PIL": "pillow"}
     assert third_party and {dist.get(m, m).lower() for m in third_party} <= base, sorted(third_party)
+
+
+def test_the_variables_of_each_role_are_checked_with_the_modules_bounds():
+    good = {"prompts": 32, "input_len": 256, "output_len": 128, "concurrency": 8, "seed": 1, "timeout": 300,
+            "max_slowdown_pct": 15}  # fmt: skip
+    assert B.problems(good, "server_bench") == [] and B.problems({**good, "prompts": "32"}, "x") == []
+    rows = {
+        ("prompts", 0): "Expected router_bench_prompts to be a whole number from 1 to 1000; found '0'. Set it to 32.",
+        ("prompts", 5000): "Expected router_bench_prompts to be a whole number from 1 to 1000; found '5000'. Set it to "
+        "32 (the benchmark after a restart must stay short).",
+        ("concurrency", True): "Expected router_bench_concurrency to be a whole number from 1 to 1024; found 'True'.",
+        ("seed", -1): "Expected router_bench_seed to be a whole number from 0 to 2147483647; found '-1'. Set it to 1.",
+        ("timeout", "soon"): "Expected router_bench_timeout to be a whole number from 1 to 86400; found 'soon'.",
+        ("max_slowdown_pct", 0): "Expected router_bench_max_slowdown_pct to be a percentage above 0 and below 100; "
+        "found '0'. Set it to 15.",
+        ("max_slowdown_pct", "fifteen"): "Expected router_bench_max_slowdown_pct to be a percentage above 0",
+        ("max_slowdown_pct", None): "Expected router_bench_max_slowdown_pct to be a percentage above 0",
+    }
+    for (name, value), says in rows.items():
+        found = B.problems({**good, name: value}, "router_bench")
+        assert len(found) == 1 and found[0].startswith(says), (name, value, found)
+    # the module refuses what the roles' checks refuse: the bounds are SETTINGS's
+    for setting, suffix in B.VARIABLES.items():
+        high = B.SETTINGS[setting][1]
+        assert B.problems({**good, suffix: high}, "r") == [] and len(B.problems({**good, suffix: high + 1}, "r")) == 1
+        with pytest.raises(B.BenchError):
+            B.check_settings({**{k: 1 for k in B.SETTINGS}, setting: high + 1})
