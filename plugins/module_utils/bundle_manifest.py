@@ -29,6 +29,8 @@ import re
 SCHEMA = 1
 MANIFEST = "manifest.json"
 SIGNATURE = MANIFEST + ".sig"
+#: The SBOM made from the manifest (bundle_sbom.py): derived, so neither listed in the manifest nor signed.
+SBOM = "sbom.cdx.json"
 #: The signature's namespace (ssh-keygen -n): a signature made for anything else does not verify as a bundle's.
 NAMESPACE = "llmops-bundle@llmops.sglang"
 #: The kinds of source a file may come from, and the fields each must name.
@@ -65,8 +67,8 @@ def _safe(rel):
 
 
 def bundle_files(root):
-    """Every file under ``root`` (relative POSIX paths, sorted) but the manifest and its signature; a link or a special
-    file is refused, since a host would install what it points to, not what was hashed."""
+    """Every file under ``root`` (relative POSIX paths, sorted) but the manifest, its signature and the SBOM; a link or
+    a special file is refused, since a host would install what it points to, not what was hashed."""
     out = []
     for top, dirs, files in os.walk(root):
         dirs.sort()
@@ -82,7 +84,7 @@ def bundle_files(root):
                 raise ManifestError("expected only regular files in the bundle; found %s; remove it" % rel)
         for name in files:
             rel = os.path.relpath(os.path.join(top, name), root).replace(os.sep, "/")
-            if rel not in (MANIFEST, SIGNATURE):
+            if rel not in (MANIFEST, SIGNATURE, SBOM):
                 out.append(rel)
     return sorted(out)
 

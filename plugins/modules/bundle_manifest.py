@@ -18,7 +18,12 @@ description:
     anything is written.
   - A manifest that changes makes an existing C(manifest.json.sig) stale, so that file is removed; sign the new
     manifest with C(ssh-keygen -Y sign) (docs/air-gapped.md).
+  - With O(sbom=true) also writes C(sbom.cdx.json), the manifest as a CycloneDX 1.6 SBOM (one component per source,
+    named by its package URL, with each file and its sha256), checked against CycloneDX's JSON schema before it is
+    written. It is made from the manifest alone, so it is neither listed in the manifest nor signed.
   - Supports check mode (reports whether the manifest would change, writes nothing).
+requirements:
+  - cyclonedx-python-lib (with O(sbom=true); installed by C(make setup) in the control node's venv)
 options:
   root:
     description: The bundle's directory.
@@ -35,6 +40,10 @@ options:
         (docs/air-gapped.md).
     type: dict
     required: true
+  sbom:
+    description: Whether to write the CycloneDX SBOM beside the manifest.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - llmops.sglang.attributes
 attributes:
@@ -70,15 +79,36 @@ sha256:
   description: The sha256 of the manifest's bytes.
   returned: success
   type: str
+sbom_sha256:
+  description: The sha256 of the SBOM's bytes.
+  returned: with O(sbom=true)
+  type: str
 """
 
 import hashlib
 import os
 import tempfile
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_manifest as M
+from ansible_collections.llmops.sglang.plugins.module_utils import bundle_sbom as S
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _write(root, path, text):
+    fd, tmp = tempfile.mkstemp(prefix=".bundle-", dir=root)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def main():
@@ -87,11 +117,14 @@ def main():
             "root": {"type": "path", "required": True},
             "bundle": {"type": "str", "required": True},
             "sources": {"type": "dict", "required": True},
+            "sbom": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
     p = module.params
     root = p["root"]
+    if p["sbom"] and not S.HAS_CYCLONEDX:
+        module.fail_json(msg=missing_required_lib(S.LIBRARY), exception=str(S.IMPORT_ERROR))
     if not os.path.isdir(root) or os.path.islink(root):
         module.fail_json(msg="expected the bundle's directory at %s; found none; collect the bundle there first" % root)
     try:
@@ -102,24 +135,32 @@ def main():
         module.fail_json(
             msg="expected to read every file of the bundle at %s; found %s; fix its permissions" % (root, e)
         )
+    sbom = None
+    if p["sbom"]:
+        sbom = S.document(M.loads(text))
+        bad = S.problems(sbom)
+        if bad:
+            module.fail_json(msg="%s: nothing was written" % bad[0])
     target, sig = os.path.join(root, M.MANIFEST), os.path.join(root, M.SIGNATURE)
-    try:
-        with open(target) as f:
-            old = f.read()
-    except OSError:
-        old = None
-    changed = old != text
-    if changed and not module.check_mode:
-        fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=root)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-        if os.path.lexists(sig):
-            os.unlink(sig)  # it signed the manifest this one replaces
+    sbom_file = os.path.join(root, M.SBOM)
+    changed = _read(target) != text
+    sbom_changed = sbom is not None and _read(sbom_file) != sbom
+    if not module.check_mode:
+        if changed:
+            _write(root, target, text)
+            if os.path.lexists(sig):
+                os.unlink(sig)  # it signed the manifest this one replaces
+        if sbom_changed:
+            _write(root, sbom_file, sbom)
     files = M.loads(text)["files"]
-    module.exit_json(changed=changed, files=len(files), bytes=sum(e["size"] for e in files),
-                     sha256=hashlib.sha256(text.encode()).hexdigest())  # fmt: skip
+    out = {
+        "files": len(files),
+        "bytes": sum(e["size"] for e in files),
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
+    if sbom is not None:
+        out["sbom_sha256"] = hashlib.sha256(sbom.encode()).hexdigest()
+    module.exit_json(changed=changed or sbom_changed, **out)
 
 
 if __name__ == "__main__":
