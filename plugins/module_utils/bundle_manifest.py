@@ -13,6 +13,9 @@ Schema::
                                              "source": {"kind": "wheel", "name": "torch", "version": "2.9.1",
                                                         "url": "..."}}, ...]}
 
+An optional ``"target"`` says which fleet the bundle was made for (TARGET: operating systems, CPU architecture, GPU
+architectures, driver branch, CUDA toolkits); a host checks itself against it before anything is installed.
+
 Paths are relative, POSIX, sorted, without ``..``; every file under the bundle's root but the manifest and its
 signature is listed, and every listed file has a source of a known kind. The canonical form (sorted keys, two-space
 indent, one trailing newline, no time stamp) makes two manifests of the same files and sources byte-identical.
@@ -45,6 +48,14 @@ SOURCE_KINDS = {
 PUBLIC_KEY = re.compile(
     r"\A(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa|sk-ssh-ed25519@openssh\.com) [A-Za-z0-9+/=]+( [^\n]*)?\Z"
 )
+#: What a bundle's target names, each with the form of its values (lists are kept sorted and unique).
+TARGET = {
+    "os": (list, re.compile(r"\A[a-z]+-[0-9]+(\.[0-9]+)?\Z"), "OS releases such as ubuntu-24.04 or debian-12"),
+    "arch": (str, re.compile(r"\A(x86_64|aarch64)\Z"), "a CPU architecture, x86_64 or aarch64"),
+    "gpu_archs": (list, re.compile(r"\Asm_[0-9]{2,3}[af]?\Z"), "GPU architectures such as sm_90 or sm_120"),
+    "driver_branch": (str, re.compile(r"\A[0-9]{3}\Z"), "a driver branch such as 580"),
+    "cuda": (list, re.compile(r"\A[0-9]{1,2}\.[0-9]{1,2}\Z"), "CUDA toolkit versions such as 12.8"),
+}
 IDENTITY = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")
 CHUNK = 1 << 20
 
@@ -103,9 +114,48 @@ def check_source(rel, source):
     return {k: str(v) for k, v in sorted(source.items())}
 
 
-def build(root, sources, bundle):
+def check_target(target):
+    """The target in its canonical form (every key of TARGET; lists sorted and unique); ManifestError names the first
+    value that is not of its form."""
+    if not isinstance(target, dict) or set(target) != set(TARGET):
+        found = sorted(target) if isinstance(target, dict) else target
+        raise ManifestError("expected the bundle's target to name exactly %s; found %r; say which fleet the bundle "
+                            "is for" % (", ".join(sorted(TARGET)), found))  # fmt: skip
+    out = {}
+    for key, (kind, form, says) in TARGET.items():
+        value = target[key]
+        values = value if isinstance(value, list) else [value]
+        if not isinstance(value, kind) or not values or not all(isinstance(v, str) and form.match(v) for v in values):
+            raise ManifestError("expected the bundle's target %s as %s; found %r" % (key, says, value))
+        out[key] = sorted(set(value)) if kind is list else value
+    return out
+
+
+def target_problems(target, host):
+    """What keeps a host from installing a bundle made for ``target``, one sentence each (empty: it may). ``host`` names
+    the same keys for this host (``cuda``: the toolkits it is to install; a key it omits is not compared)."""
+    out = []
+    if host.get("os") and host["os"] not in target["os"]:
+        out.append("it was made for %s and this host runs %s" % (", ".join(target["os"]), host["os"]))
+    if host.get("arch") and host["arch"] != target["arch"]:
+        out.append("it holds %s packages and wheels and this host is %s" % (target["arch"], host["arch"]))
+    missing = sorted(set(host.get("gpu_archs") or []) - set(target["gpu_archs"]))
+    if missing:
+        out.append("its kernels were built for %s and this host's GPUs need %s"
+                   % (", ".join(target["gpu_archs"]), ", ".join(missing)))  # fmt: skip
+    if host.get("driver_branch") and str(host["driver_branch"]) != target["driver_branch"]:
+        out.append("it holds the %s driver branch and this host is to run %s" % (target["driver_branch"],
+                                                                                 host["driver_branch"]))  # fmt: skip
+    cuda = sorted(set(host.get("cuda") or []) - set(target["cuda"]))
+    if cuda:
+        out.append("it holds the CUDA toolkits %s and this host is to install %s"
+                   % (", ".join(target["cuda"]), ", ".join(cuda)))  # fmt: skip
+    return out
+
+
+def build(root, sources, bundle, target=None):
     """The manifest of the bundle at ``root``: ``sources`` maps each relative path to where it came from (every file
-    needs one, and every source a file)."""
+    needs one, and every source a file); ``target`` (optional, see TARGET) the fleet it is for."""
     files = bundle_files(root)
     unknown = sorted(set(sources) - set(files))
     if unknown:
@@ -117,7 +167,10 @@ def build(root, sources, bundle):
         full = os.path.join(root, *rel.split("/"))
         entries.append({"path": rel, "sha256": sha256_file(full), "size": os.path.getsize(full),
                         "source": check_source(rel, sources[rel])})  # fmt: skip
-    return {"schema": SCHEMA, "bundle": str(bundle), "files": entries}
+    out = {"schema": SCHEMA, "bundle": str(bundle), "files": entries}
+    if target is not None:
+        out["target"] = check_target(target)
+    return out
 
 
 def dumps(manifest):
@@ -147,6 +200,8 @@ def loads(text):
             raise ManifestError("expected a sha256 and a size for %s in the manifest; found %r, %r"
                                 % (e["path"], e.get("sha256"), e.get("size")))  # fmt: skip
         check_source(e["path"], e.get("source"))
+    if "target" in doc:
+        check_target(doc["target"])
     return doc
 
 

@@ -40,6 +40,13 @@ options:
         (docs/air-gapped.md).
     type: dict
     required: true
+  target:
+    description:
+      - The fleet the bundle is made for, kept in the manifest and checked by each host before it installs anything
+        (M(llmops.sglang.bundle_verify) O(llmops.sglang.bundle_verify#module:host)). A mapping with C(os) (OS
+        releases such as V(ubuntu-24.04)), C(arch) (V(x86_64) or V(aarch64)), C(gpu_archs) (such as V(sm_120)),
+        C(driver_branch) (such as V(580)) and C(cuda) (toolkit versions such as V(12.8)).
+    type: dict
   sbom:
     description: Whether to write the CycloneDX SBOM beside the manifest.
     type: bool
@@ -117,6 +124,7 @@ def main():
             "root": {"type": "path", "required": True},
             "bundle": {"type": "str", "required": True},
             "sources": {"type": "dict", "required": True},
+            "target": {"type": "dict"},
             "sbom": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
@@ -128,7 +136,7 @@ def main():
     if not os.path.isdir(root) or os.path.islink(root):
         module.fail_json(msg="expected the bundle's directory at %s; found none; collect the bundle there first" % root)
     try:
-        text = M.dumps(M.build(root, p["sources"], p["bundle"]))
+        text = M.dumps(M.build(root, p["sources"], p["bundle"], p["target"]))
     except M.ManifestError as e:
         module.fail_json(msg="%s: nothing was written" % e)
     except OSError as e:

@@ -12,7 +12,8 @@ short_description: Verify an offline bundle's signed manifest and every file's h
 version_added: "0.3.0"
 description:
   - Checks that the bundle directory's C(manifest.json) is signed (C(manifest.json.sig)) by the key given in
-    O(public_key), with OpenSSH's C(ssh-keygen -Y verify) in the bundle namespace, then that every file of the bundle is
+    O(public_key), with OpenSSH's C(ssh-keygen -Y verify) in the bundle namespace, then that the host is one the
+    bundle was made for (O(host) against the manifest's target), then that every file of the bundle is
     listed in the manifest with the same size and sha256, that none is missing and that none is added. Links and
     special files in the bundle are refused.
   - Fails with one sentence before anything is installed from the bundle when any of this does not hold.
@@ -32,6 +33,12 @@ options:
       for only in name).
     type: str
     default: llmops-bundle
+  host:
+    description:
+      - This host as the bundle's target names a fleet (C(os), C(arch), C(gpu_archs), C(driver_branch), C(cuda); a key
+        left out is not compared). When the signed manifest names a target, a host outside it is refused in one
+        sentence saying what differs, before any file is hashed.
+    type: dict
   ssh_keygen:
     description: Path or name of ssh-keygen (OpenSSH 8.1 or later).
     type: str
@@ -86,6 +93,7 @@ def main():
             "public_key": {"type": "str", "required": True, "no_log": False},
             "identity": {"type": "str", "default": "llmops-bundle"},
             "ssh_keygen": {"type": "str", "default": "ssh-keygen", "no_log": False},
+            "host": {"type": "dict"},
         },
         supports_check_mode=True,
     )
@@ -121,6 +129,12 @@ def main():
         manifest = M.loads(text.decode("utf-8"))
     except (M.ManifestError, UnicodeDecodeError) as e:
         module.fail_json(msg=str(e))
+    if p["host"] and "target" in manifest:
+        differs = M.target_problems(manifest["target"], p["host"])
+        if differs:
+            module.fail_json(msg="expected the bundle %s to be made for this host's fleet; %s; nothing was installed - "
+                             "make a bundle for this fleet" % (manifest.get("bundle"), "; ".join(differs)),
+                             problems=differs)  # fmt: skip
     found = M.problems(root, manifest)
     if found:
         more = " (and %d more)" % (len(found) - 3) if len(found) > 3 else ""

@@ -238,3 +238,67 @@ def test_a_file_without_a_source_writes_nothing(tmp_path):
     got = write_manifest(tmp_path, sources)
     assert got.get("failed") and "found none for pci.ids" in got["msg"] and "nothing was written" in got["msg"]
     assert not (tmp_path / M.MANIFEST).exists()
+
+
+TARGET = {"os": ["ubuntu-24.04", "ubuntu-22.04"], "arch": "x86_64", "gpu_archs": ["sm_120", "sm_90"],
+          "driver_branch": "580", "cuda": ["12.8"]}  # fmt: skip
+HOST = {"os": "ubuntu-24.04", "arch": "x86_64", "gpu_archs": ["sm_120"], "driver_branch": "580", "cuda": ["12.8"]}
+
+
+def test_the_target_is_canonical_and_a_malformed_one_is_refused():
+    assert M.check_target(dict(TARGET, os=["ubuntu-24.04", "ubuntu-22.04", "ubuntu-24.04"]))["os"] == [
+        "ubuntu-22.04", "ubuntu-24.04"]  # fmt: skip
+    rows = [
+        ({k: v for k, v in TARGET.items() if k != "cuda"}, "expected the bundle's target to name exactly arch, cuda"),
+        (dict(TARGET, os="ubuntu-24.04"), "expected the bundle's target os as OS releases such as ubuntu-24.04"),
+        (dict(TARGET, arch="amd64"), "expected the bundle's target arch as a CPU architecture"),
+        (dict(TARGET, gpu_archs=["blackwell"]), "expected the bundle's target gpu_archs as GPU architectures"),
+        (dict(TARGET, driver_branch=580), "expected the bundle's target driver_branch as a driver branch"),
+        (dict(TARGET, cuda=[]), "expected the bundle's target cuda as CUDA toolkit versions"),
+    ]
+    for target, says in rows:
+        with pytest.raises(M.ManifestError) as e:
+            M.check_target(target)
+        assert str(e.value).startswith(says) and "\n" not in str(e.value), (target, str(e.value))
+
+
+@pytest.mark.parametrize(
+    ("host", "says"),
+    [
+        (dict(HOST, os="debian-12"), "it was made for ubuntu-22.04, ubuntu-24.04 and this host runs debian-12"),
+        (dict(HOST, arch="aarch64"), "it holds x86_64 packages and wheels and this host is aarch64"),
+        (dict(HOST, gpu_archs=["sm_100", "sm_120"]),
+         "its kernels were built for sm_120, sm_90 and this host's GPUs need sm_100"),
+        (dict(HOST, driver_branch="590"), "it holds the 580 driver branch and this host is to run 590"),
+        (dict(HOST, cuda=["12.8", "13.0"]), "it holds the CUDA toolkits 12.8 and this host is to install 13.0"),
+    ],
+)  # fmt: skip
+def test_a_host_outside_the_target_is_named_for_what_differs(host, says):
+    target = M.check_target(TARGET)
+    assert M.target_problems(target, HOST) == [] and M.target_problems(target, {}) == []
+    assert M.target_problems(target, host) == [says]
+
+
+def test_a_bundle_for_another_fleet_is_refused_after_its_signature_and_before_any_file_is_hashed(tmp_path):
+    key, public = keypair(tmp_path, "ops")
+    root = tmp_path / "bundle"
+    root.mkdir()
+    sources = make_bundle(root)
+    got = run_module("bundle_manifest", {"root": str(root), "bundle": "glm5-fleet", "sources": sources,
+                                         "target": TARGET, "sbom": False})  # fmt: skip
+    assert got["changed"] and json.loads((root / M.MANIFEST).read_text())["target"]["os"] == sorted(TARGET["os"])
+    subprocess.run(M.sign_argv(str(key), str(root / M.MANIFEST)), check=True, capture_output=True)
+    ok = run_module("bundle_verify", {"root": str(root), "public_key": public, "host": HOST})
+    assert not ok.get("failed"), ok
+    shard = root / "model" / "model-00001-of-00002.safetensors"
+    shard.write_bytes(b"\x01" + shard.read_bytes()[1:])  # tampered too: the target is what is named first
+    got = run_module("bundle_verify", {"root": str(root), "public_key": public,
+                                       "host": dict(HOST, os="debian-12", gpu_archs=["sm_100"])})  # fmt: skip
+    says = (
+        "expected the bundle glm5-fleet to be made for this host's fleet; it was made for ubuntu-22.04, "
+        "ubuntu-24.04 and this host runs debian-12; its kernels were built for"
+    )
+    assert got.get("failed") and got["msg"].startswith(says), got["msg"]
+    assert "safetensors" not in got["msg"]
+    tampered = run_module("bundle_verify", {"root": str(root), "public_key": public, "host": HOST})
+    assert tampered.get("failed") and "model-00001-of-00002.safetensors has sha256" in tampered["msg"], tampered
