@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Reports and records written private and whole (issue 25, item 7).
+"""Reports and records written private and whole, and any file a module writes whole (``write_whole``).
 
 * the directory is 0700 and a real directory (a planted symlink in its place is refused, never followed);
 * each file is 0600, written to a temporary file in the same directory (O_CREAT|O_EXCL|O_NOFOLLOW, so a planted
@@ -17,6 +17,7 @@ __metaclass__ = type
 import errno
 import os
 import stat
+import tempfile
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -76,6 +77,33 @@ def write_private_files(out_dir, files):
                 pass
         os.close(fd)
     return [os.path.join(out_dir, name) for name in files]
+
+
+def write_whole(path, text, mode=0o644, prefix=".llmops-"):
+    """The file at ``path`` holds ``text`` (str or bytes) with ``mode``, or is left as it was: written to a new
+    temporary file in the same directory (a random name created with O_EXCL, so no planted file or link is opened),
+    given its mode before its first byte, flushed to disk, and renamed over ``path`` (which replaces a link there
+    instead of following it). Root's file when written by root. The temporary file is removed on any failure."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=directory)
+    try:
+        os.fchmod(fd, mode)
+        if os.geteuid() == 0:
+            os.fchown(fd, 0, 0)
+        with os.fdopen(fd, "wb") as fh:
+            fd = None
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

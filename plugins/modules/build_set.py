@@ -127,6 +127,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import build_sets as bs
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import write_whole
 
 
 def _size(path: str) -> int:
@@ -148,11 +149,7 @@ def _free(path: str) -> int:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_whole(path, text, 0o644)
 
 
 class State:

@@ -94,12 +94,12 @@ sbom_sha256:
 
 import hashlib
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_manifest as M
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_sbom as S
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import write_whole
 
 
 def _read(path):
@@ -110,12 +110,8 @@ def _read(path):
         return None
 
 
-def _write(root, path, text):
-    fd, tmp = tempfile.mkstemp(prefix=".bundle-", dir=root)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+def _write(path, text):
+    write_whole(path, text, 0o644, prefix=".bundle-")
 
 
 def main():
@@ -155,11 +151,11 @@ def main():
     sbom_changed = sbom is not None and _read(sbom_file) != sbom
     if not module.check_mode:
         if changed:
-            _write(root, target, text)
+            _write(target, text)
             if os.path.lexists(sig):
                 os.unlink(sig)  # it signed the manifest this one replaces
         if sbom_changed:
-            _write(root, sbom_file, sbom)
+            _write(sbom_file, sbom)
     files = M.loads(text)["files"]
     out = {
         "files": len(files),

@@ -79,6 +79,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import deployment_record as dr
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import write_whole
 
 
 def _read(path):
@@ -93,20 +94,7 @@ def _read(path):
 
 
 def _write(path, text):
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    try:
-        os.unlink(tmp)  # our own leftover (unlink never follows a symlink)
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        if os.geteuid() == 0:
-            os.fchown(fd, 0, 0)
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_whole(path, text, 0o600)
 
 
 def main():

@@ -121,6 +121,7 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import host_tuning as T
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import write_whole
 
 LOCALE = {"LANG": "C", "LC_ALL": "C"}
 #: Where the host says what it runs (tests point these at a fake tree).
@@ -142,12 +143,7 @@ def read(path):
 
 def write(path, text):
     """The file at ``path`` holds ``text``, mode 0644, root's: written beside it and renamed over it."""
-    tmp = "%s.llmops-tmp" % path
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_whole(path, text, 0o644)
 
 
 def run(module, cmd):

@@ -197,6 +197,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_bench
 from ansible_collections.llmops.sglang.plugins.module_utils.deployment_record import utc_stamp
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import read_env_value
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import write_whole
 
 
 def run_client(module, argv, env, timeout, cwd):
@@ -208,17 +209,7 @@ def run_client(module, argv, env, timeout, cwd):
 
 
 def write_state(path, state):
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".sglang-bench-", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(state, indent=2, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_whole(path, json.dumps(state, indent=2, sort_keys=True) + "\n", 0o644, prefix=".sglang-bench-")
 
 
 def main():
