@@ -83,13 +83,12 @@ def write_whole(path, text, mode=0o644, prefix=".llmops-"):
     """The file at ``path`` holds ``text`` (str or bytes) with ``mode``, or is left as it was: written to a new
     temporary file in the same directory (a random name created with O_EXCL, so no planted file or link is opened),
     given its mode before its first byte, flushed to disk, and renamed over ``path`` (which replaces a link there
-    instead of following it). Root's file when written by root. The temporary file is removed on any failure."""
+    instead of following it). Owned by whoever writes it (no chown: on a root-squashed NFS mount root may not give a
+    file to root). The temporary file is removed on any failure."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=directory)
     try:
         os.fchmod(fd, mode)
-        if os.geteuid() == 0:
-            os.fchown(fd, 0, 0)
         with os.fdopen(fd, "wb") as fh:
             fd = None
             fh.write(text.encode("utf-8") if isinstance(text, str) else text)
