@@ -38,6 +38,7 @@ from _node_util import (
     ROOT,
     VENV_BIN,
     booted_nodes,
+    changed_tasks,
     fleet_inventory,
     play_recap,
     sim_node,
@@ -369,7 +370,8 @@ def test_a_second_control_node_without_the_keys_takes_the_fleets_and_changes_not
     loop.stop()
     counts = play_recap(run.stdout)
     assert run.rc == 0 and set(counts) >= {*REPLICAS, ROUTER}, (counts, run.stdout[-3000:])
-    assert {h: c["changed"] for h, c in counts.items() if c["changed"] or c["failed"]} == {}, counts
+    assert {h: c["changed"] for h, c in counts.items() if c["changed"] or c["failed"]} == {}, (
+        counts, changed_tasks(run.stdout))  # fmt: skip
     assert {p.name: p.read_text().strip() for p in sorted((ci / "credentials").iterdir())} == keys
     assert {ip: fleet.main_pid(ip) for ip in REPLICAS.values()} == pids
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
@@ -898,9 +900,12 @@ def test_a_model_revision_planted_30_percent_slower_is_rolled_back_on_that_repli
     assert [h for h, n, _ in run.failures() if n == "Stop the roll here with the diagnosis"] == ["rr1"], run.failures()
     msg = stops[0]
     assert f"the model revision {main_sha} came up but served slower than its baseline" in msg, msg
-    # main served this fleet first: its own baseline on rr1 is the reference, not v1.0's
+    # main served this fleet first: its own baseline on rr1 is the reference, not v1.0's (under the build set rr1 runs:
+    # none when the day-two build-set cases did not run before)
+    bset = (deployment(fleet, rr1).get("build_set") or {}).get("current") or "-"
     assert (
-        "30.0 % below the baseline's" in msg and f"of its baseline (build set -, model commit {main_sha[:12]})" in msg
+        "30.0 % below the baseline's" in msg
+        and f"of its baseline (build set {bset}, model commit {main_sha[:12]})" in msg
     ), msg
     assert f"Rolled back to the model revision {old}: ready and back in the router" in msg, msg
     assert model_link(fleet, rr1) == old
