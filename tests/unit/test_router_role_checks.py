@@ -104,3 +104,39 @@ def test_each_bad_value_is_one_problem(overrides, expected):
 
 def test_a_secret_in_the_extra_args_is_not_repeated():
     assert "sk-1" not in json.dumps(problems(router_extra_args=["--api-key", "sk-1"]))
+
+
+def bench_vars(replicas, hostvars, **overrides):
+    """roles/router/vars/main.yml's benchmark values rendered with Ansible's templating for a fleet."""
+    names = ("router_bench_benched", "router_bench_build_set", "router_bench_model_commit", "router_bench_url")
+    variables = {**DEFAULTS, "router_replicas": replicas, "hostvars": hostvars, "inventory_hostname": "rt1",
+                 "ansible_host": "10.0.0.9", **overrides}  # fmt: skip
+    for name in ("router_bench_benched", "router_bench_build_set", "router_bench_model_commit", "router_bench_host",
+                 "router_bench_url"):  # fmt: skip
+        variables[name] = trust_as_template(VARS[name])
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return {n: templar.template(variables[n]) for n in names}
+
+
+def _result(verdict, build_set, commit="c" * 40):
+    out = {"verdict": verdict, "build_set": build_set, "model_commit": commit, "python": f"/opt/sets/{build_set}/bin/"
+           "python", "tokenizer": "/opt/models/glm"}  # fmt: skip
+    return dict(out, figures={"output_throughput": 1.0}) if verdict in ("baseline", "ok", "slower") else out
+
+
+def test_the_benchmark_through_the_router_runs_from_a_head_benchmarked_in_this_run_and_names_the_fleet():
+    replicas = [{"name": n, "head": n, "url": f"http://{n}:30000"} for n in ("g1", "g2", "g3")]
+    hostvars = {"g1": {"server_bench_result": _result("not due", "set-a")},  # settled: not benchmarked
+                "g2": {"server_bench_result": _result("ok", "set-b")},
+                "g3": {"server_bench_result": _result("baseline", "set-b")}}  # fmt: skip
+    got = bench_vars(replicas, hostvars)
+    assert [b["host"] for b in got["router_bench_benched"]] == ["g2", "g3"]
+    assert got["router_bench_build_set"] == "3 replicas: set-b" and got["router_bench_model_commit"] == "c" * 40
+    assert got["router_bench_url"] == "http://10.0.0.9:30080"  # every interface: the router host's address
+    # a replica that served slower than its baseline is no client for the fleet's benchmark; nothing benchmarked: none
+    hostvars["g2"]["server_bench_result"] = _result("slower", "set-b")
+    assert [b["host"] for b in bench_vars(replicas, hostvars)["router_bench_benched"]] == ["g3"]
+    assert bench_vars(replicas, {"g1": {"server_bench_result": {}}})["router_bench_benched"] == []
+    assert bench_vars(replicas, {})["router_bench_build_set"] == "3 replicas: -"  # a --limit without the replicas
+    v6 = bench_vars(replicas, hostvars, llmops_router_host="fd00::9")
+    assert v6["router_bench_url"] == "http://[fd00::9]:30080"
