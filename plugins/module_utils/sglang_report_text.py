@@ -93,8 +93,13 @@ def render_text(data):
             lines += ["    - " + neutral(x) for x in h["gpu_health"].get("problems") or []]
     benched = [h for h in data.get("hosts") or [] if h.get("benchmark")]
     if benched:
-        lines += ["", "Benchmark after the last start (against the host's baseline):"]
-        lines += ["  %s  %s" % (neutral(h["host"]), neutral(benchmark_text(h["benchmark"]))) for h in benched]
+        lines += ["", "Benchmark after the last start (against the host's baseline; a router host's: the fleet's):"]
+        lines += [
+            "  %s%s  %s"
+            % (neutral(h["host"]), " (the fleet through this router)" if h.get("role") == "router" else "",
+               neutral(benchmark_text(h["benchmark"])))
+            for h in benched
+        ]  # fmt: skip
     lines.append("")
     lines += roll_lines(data.get("roll"))
     return "\n".join(lines) + "\n"

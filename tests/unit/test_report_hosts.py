@@ -187,7 +187,7 @@ def test_the_benchmark_through_the_router_is_shown_on_the_router_host(tmp_path):
     assert bench["rr1"] is None or bench["rr1"]["output_throughput"] != 1044.2
     text = (index.parent / "report.txt").read_text()
     assert (
-        "rr3  slower: 1044.2 tok/s, median TTFT 41.0 ms, ITL 13.10 ms, 22.5 % below the baseline (allowed 15.0 %)"
-        in text
+        "rr3 (the fleet through this router)  slower: 1044.2 tok/s, median TTFT 41.0 ms, ITL 13.10 ms, 22.5 % below "
+        "the baseline (allowed 15.0 %)" in text
     ), text
     assert "1044.2 tok/s" in index.read_text()

@@ -364,7 +364,10 @@ def test_the_benchmark_after_the_start_is_in_the_report_with_its_baseline():
     assert R.benchmark_text(entry["benchmark"]) == said
     assert "<b>benchmark</b> " + html.escape(said, quote=True) in H.render(R.build_report([entry]))
     text = render_text(R.build_report([entry]))
-    assert "Benchmark after the last start (against the host's baseline):\n  rr1  " + said in text
+    assert (
+        "Benchmark after the last start (against the host's baseline; a router host's: the fleet's):\n  rr1  " + said
+        in text
+    )
     first = R.host_entry("rr2", record={"benchmark": {"verdict": "baseline", "figures": figures, "slowdown_pct": None}})
     assert R.benchmark_text(first["benchmark"]) == "baseline: 280.0 tok/s, median TTFT 135.7 ms, ITL 25.57 ms"
     for value in (None, "ok", {"verdict": "fast"}, {"verdict": "not due"}):  # none run, an older or malformed record
