@@ -915,7 +915,8 @@ def test_a_model_revision_planted_30_percent_slower_is_rolled_back_on_that_repli
     record = deployment(fleet, rr1)
     assert record["benchmark"]["verdict"] == "ok", record["benchmark"]  # v1.0 again, as fast as its baseline
     state = json.loads(ssh(fleet.key, rr1, "cat /var/lib/llmops-sglang/server-bench.json"))
-    slower = [r for r in state["runs"].values() if r["model_commit"] == main_sha]
+    # main under the build set rr1 runs (after the build-set cases, main also ran under others, each with its own key)
+    slower = [r for r in state["runs"].values() if r["model_commit"] == main_sha and (r["build_set"] or "-") == bset]
     assert [r["latest"]["verdict"] for r in slower] == ["slower"], slower  # kept, never as the baseline
     assert slower[0]["baseline"]["output_throughput"] > slower[0]["latest"]["output_throughput"], slower
     for ip in (rr1, rr2):  # the next case's roll to main, 5 % slower everywhere: within the allowed 15 %
