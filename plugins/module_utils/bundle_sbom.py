@@ -73,7 +73,8 @@ TYPES = {"apt": "APPLICATION", "wheel": "LIBRARY", "git": "LIBRARY", "model": "M
 
 
 def _name(source):
-    return source.get("package") or source.get("name") or source.get("repo_id") or purl(source).split("/")[-1]
+    """The component's name: its package URL's (a model's ORG/NAME as the hub writes it)."""
+    return source.get("repo_id") or PackageURL.from_string(purl(source)).name
 
 
 def document(manifest):

@@ -68,8 +68,17 @@ def test_the_sbom_is_valid_cyclonedx_and_lists_every_file_with_its_hash(tmp_path
     model = [c for c in doc["components"] if c["type"] == "machine-learning-model"]
     assert len(model) == 1 and len(model[0]["components"]) == 2 and model[0]["version"] == "5f3c" * 10
     assert len(doc["components"]) == len(FILES)
+    for c in doc["components"]:  # each named as its package URL names it (the model as ORG/NAME)
+        p = PackageURL.from_string(c["purl"])
+        assert c["name"] == (f"{p.namespace}/{p.name}" if p.type == "huggingface" else p.name), c
     root = [d for d in doc["dependencies"] if d["ref"] == "bundle"]
     assert len(root) == 1 and len(root[0]["dependsOn"]) == len(FILES)
+
+
+def test_a_git_tree_and_pci_ids_are_named_by_their_package_urls():
+    git = {"kind": "git", "url": "https://github.com/sgl-project/sglang.git", "commit": "ab" * 20}
+    assert S._name(git) == "sglang" and S._name({"kind": "pci_ids", "url": "https://x/pci.ids"}) == "pci.ids"
+    assert S._name({"kind": "wheel", "name": "flashinfer_python", "version": "0.5.3"}) == "flashinfer-python"
 
 
 def test_two_sboms_of_one_manifest_are_byte_identical_and_another_manifest_has_another_serial(tmp_path):
