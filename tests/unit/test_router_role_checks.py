@@ -114,6 +114,7 @@ def bench_vars(replicas, hostvars, **overrides):
     for name in ("router_bench_benched", "router_bench_build_set", "router_bench_model_commit", "router_bench_host",
                  "router_bench_url"):  # fmt: skip
         variables[name] = trust_as_template(VARS[name])
+    variables["router_every_interface"] = VARS["router_every_interface"]
     templar = Templar(loader=DataLoader(), variables=variables)
     return {n: templar.template(variables[n]) for n in names}
 
@@ -140,3 +141,14 @@ def test_the_benchmark_through_the_router_runs_from_a_head_benchmarked_in_this_r
     assert bench_vars(replicas, {})["router_bench_build_set"] == "3 replicas: -"  # a --limit without the replicas
     v6 = bench_vars(replicas, hostvars, llmops_router_host="fd00::9")
     assert v6["router_bench_url"] == "http://[fd00::9]:30080"
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [("0.0.0.0", "http://127.0.0.1:30080"), ("::", "http://127.0.0.1:30080"), ("10.0.0.9", "http://10.0.0.9:30080"),
+     ("fd00::9", "http://[fd00::9]:30080")],
+)  # fmt: skip
+def test_the_role_reaches_its_router_over_loopback_when_it_binds_every_interface(host, url):
+    variables = {**DEFAULTS, "router_api_host": host, "router_api_port": 30080,
+                 "router_every_interface": VARS["router_every_interface"]}  # fmt: skip
+    assert Templar(loader=DataLoader(), variables=variables).template(trust_as_template(VARS["router_api_url"])) == url
