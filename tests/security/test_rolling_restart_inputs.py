@@ -112,7 +112,7 @@ def test_the_router_api_url_follows_llmops_router_host():
         variables = {
             "llmops_router_host": host,
             "llmops_router_port": 30080,
-            **{k: rvars[k] for k in ("router_api_host", "router_api_port")},
+            **{k: rvars[k] for k in ("router_api_host", "router_api_port", "router_every_interface")},
         }
         variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in variables.items()}
         return (
