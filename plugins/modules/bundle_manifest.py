@@ -51,6 +51,13 @@ options:
     description: Whether to write the CycloneDX SBOM beside the manifest.
     type: bool
     default: true
+  signing_key:
+    description:
+      - A private OpenSSH key on this host to sign the manifest with (C(ssh-keygen -Y sign), the bundle's namespace),
+        writing C(manifest.json.sig) whenever the manifest changed or has no signature. Without it the manifest is
+        left unsigned and is signed by hand (docs/air-gapped.md).
+      - The key must open without a passphrase prompt (an agent, or a key without one); the module never asks.
+    type: path
 extends_documentation_fragment:
   - llmops.sglang.attributes
 attributes:
@@ -86,6 +93,10 @@ sha256:
   description: The sha256 of the manifest's bytes.
   returned: success
   type: str
+signed:
+  description: Whether the manifest has its signature (made now with O(signing_key), or kept from before).
+  returned: success
+  type: bool
 sbom_sha256:
   description: The sha256 of the SBOM's bytes.
   returned: with O(sbom=true)
@@ -122,6 +133,7 @@ def main():
             "sources": {"type": "dict", "required": True},
             "target": {"type": "dict"},
             "sbom": {"type": "bool", "default": True},
+            "signing_key": {"type": "path", "no_log": False},
         },
         supports_check_mode=True,
     )
@@ -129,6 +141,11 @@ def main():
     root = p["root"]
     if p["sbom"] and not S.HAS_CYCLONEDX:
         module.fail_json(msg=missing_required_lib(S.LIBRARY), exception=str(S.IMPORT_ERROR))
+    if p["signing_key"] and not os.path.isfile(p["signing_key"]):
+        module.fail_json(
+            msg="expected the signing key %s; found no file; name the private key that signs the "
+            "bundles; nothing was written" % p["signing_key"]
+        )
     if not os.path.isdir(root) or os.path.islink(root):
         module.fail_json(msg="expected the bundle's directory at %s; found none; collect the bundle there first" % root)
     try:
@@ -148,6 +165,7 @@ def main():
     target, sig = os.path.join(root, M.MANIFEST), os.path.join(root, M.SIGNATURE)
     sbom_file = os.path.join(root, M.SBOM)
     changed = _read(target) != text
+    signed = False
     sbom_changed = sbom is not None and _read(sbom_file) != sbom
     if not module.check_mode:
         if changed:
@@ -156,6 +174,15 @@ def main():
                 os.unlink(sig)  # it signed the manifest this one replaces
         if sbom_changed:
             _write(sbom_file, sbom)
+        if p["signing_key"] and not os.path.exists(sig):
+            rc, _, err = module.run_command(M.sign_argv(p["signing_key"], target), data="")
+            if rc != 0 or not os.path.isfile(sig):
+                module.fail_json(
+                    msg="expected ssh-keygen to sign %s with %s; found exit %s (%s); use a key that "
+                    "opens without a prompt"
+                    % (target, p["signing_key"], rc, (err.strip().splitlines() or ["no output"])[-1])
+                )
+            signed = True
     files = M.loads(text)["files"]
     out = {
         "files": len(files),
@@ -164,7 +191,8 @@ def main():
     }
     if sbom is not None:
         out["sbom_sha256"] = hashlib.sha256(sbom.encode()).hexdigest()
-    module.exit_json(changed=changed or sbom_changed, **out)
+    out["signed"] = os.path.exists(sig) or (module.check_mode and bool(p["signing_key"]))
+    module.exit_json(changed=changed or sbom_changed or signed, **out)
 
 
 if __name__ == "__main__":

@@ -232,6 +232,33 @@ def test_a_changed_file_rewrites_the_manifest_and_drops_the_stale_signature(tmp_
     assert verify(root, public).get("failed") is None
 
 
+def test_the_module_signs_with_the_operators_key_once_and_again_only_after_a_change(tmp_path):
+    key, public = keypair(tmp_path, "ops")
+    root = tmp_path / "bundle"
+    root.mkdir()
+    sources = make_bundle(root)
+    args = {"root": str(root), "bundle": "glm5-fleet", "sources": sources, "signing_key": str(key)}
+    first = run_module("bundle_manifest", args)
+    assert first["changed"] and first["signed"] is True, first
+    assert verify(root, public).get("failed") is None
+    signature = (root / M.SIGNATURE).read_bytes()
+    again = run_module("bundle_manifest", args)
+    assert again["changed"] is False and again["signed"] is True
+    assert (root / M.SIGNATURE).read_bytes() == signature
+    (root / "pci.ids").write_bytes(b"10de  NVIDIA Corporation\n2bb1  RTX PRO 6000\n")
+    changed = run_module("bundle_manifest", args)
+    assert changed["changed"] and changed["signed"] is True
+    assert verify(root, public).get("failed") is None
+
+
+def test_a_missing_signing_key_is_refused_before_anything_is_written(tmp_path):
+    sources = make_bundle(tmp_path)
+    got = run_module("bundle_manifest", {"root": str(tmp_path), "bundle": "glm5-fleet", "sources": sources,
+                                         "signing_key": str(tmp_path / "nokey")})  # fmt: skip
+    assert got.get("failed") and got["msg"].startswith("expected the signing key") and "\n" not in got["msg"]
+    assert not (tmp_path / M.MANIFEST).exists() and not (tmp_path / M.SBOM).exists()
+
+
 def test_a_file_without_a_source_writes_nothing(tmp_path):
     sources = make_bundle(tmp_path)
     sources.pop("pci.ids")
