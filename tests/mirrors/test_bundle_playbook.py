@@ -1,0 +1,130 @@
+"""playbooks/bundle.yml on the control node against the stand-in mirrors (NVIDIA's Ubuntu 24.04 repository, the hub):
+the driver's and the toolkit's packages with their closure, the model snapshot at its commit and the PCI id database
+land in one directory with a manifest, an SBOM and a signature that the hosts' own check accepts; a second run changes
+nothing; a second bundle of the same inputs has the same manifest, byte for byte; bad settings are refused before
+anything is collected; the fleet's host is never contacted."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from _module_util import ROOT
+
+from ansible_collections.llmops.sglang.plugins.module_utils import bundle_manifest as M
+from ansible_collections.llmops.sglang.plugins.module_utils import bundle_sbom as S
+
+PINNED = "580.95.05-0ubuntu1"
+FLEET_RECAP = re.compile(r"^fleet1\s*:.*changed=(\d+).*unreachable=(\d+).*failed=(\d+)", re.M)
+
+
+@pytest.fixture
+def bundle_run(built, server, tmp_path):
+    key = tmp_path / "ops"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ops@test", "-f", str(key)], check=True)
+    pci_ids = tmp_path / "pci.ids"
+    pci_ids.write_text("# pci.ids stand-in\n10de  NVIDIA Corporation\n\t2bb1  GB202GL [RTX PRO 6000 Blackwell]\n")
+    settings = {
+        # the fleet's host: never contacted (a connection would fail: nothing listens on port 9)
+        "ansible_host": "127.0.0.1",
+        "ansible_port": 9,
+        "ansible_connection": "ssh",
+        "bundle_os": ["ubuntu-24.04"],
+        "bundle_gpu_archs": ["sm_120"],
+        "bundle_nvidia_keyring": str(built["out"] / "keys" / "cuda-archive-keyring.gpg"),
+        "bundle_signing_key": str(key),
+        "nvidia_repo_base_url": server["apt"].split("/debian12/")[0],
+        "llmops_model_repo_id": "sim-org/GLM-5-NVFP4",
+        "model_hf_endpoint": server["hf_root"],
+        "preflight_pci_ids_url": pci_ids.as_uri(),
+        "preflight_pci_ids_sha256": hashlib.sha256(pci_ids.read_bytes()).hexdigest(),
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HF_"))}
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT),
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)  # fmt: skip
+
+    def run(bundle_dir, check=False, **extra):
+        inventory = {"all": {"children": {"gpu_servers": {"hosts": {"fleet1": settings | extra}}}}}
+        inv = tmp_path / "inventory.yml"
+        inv.write_text(yaml.safe_dump(inventory))
+        argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+                str(ROOT / "playbooks" / "bundle.yml"), "-e", json.dumps({"bundle_dir": str(bundle_dir)}),
+                *(["--check"] if check else [])]  # fmt: skip
+        p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
+        return p.returncode, p.stdout + p.stderr
+
+    return run, key
+
+
+def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproducible(bundle_run, tmp_path):
+    run, key = bundle_run
+    first = tmp_path / "bundle"
+    rc, out = run(first)
+    assert rc == 0, out[-4000:]
+    # every task ran on the control node: a connection to the fleet's host would have been unreachable
+    assert FLEET_RECAP.search(out).groups()[1:] == ("0", "0"), out[-2000:]
+
+    manifest = json.loads((first / M.MANIFEST).read_text())
+    files = {e["path"]: e["source"] for e in manifest["files"]}
+    assert manifest["target"] == {"os": ["ubuntu-24.04"], "arch": "x86_64", "gpu_archs": ["sm_120"],
+                                  "driver_branch": "580", "cuda": ["12.8"]}  # fmt: skip
+    apt = {s["package"]: s["version"] for s in files.values() if s["kind"] == "apt"}
+    assert apt["nvidia-headless-580-open"] == PINNED and apt["nvidia-utils-580"] == PINNED
+    assert apt["libnvidia-compute-580"] == PINNED  # the closure, at the pin
+    assert "cuda-toolkit-12-8" in apt
+    model = [p for p, s in files.items() if s["kind"] == "model"]
+    commit = {files[p]["commit"] for p in model}
+    assert len(commit) == 1 and re.fullmatch(r"[0-9a-f]{40}", commit.pop())
+    assert {Path(p).name for p in model} >= {"config.json", "model-00008-of-00008.safetensors"}
+    assert all(p.startswith("model/sim-org/GLM-5-NVFP4/") for p in model)
+    assert files["pci.ids"]["kind"] == "pci_ids"
+    assert not [p for p in first.rglob("*") if ".partial" in p.name or p.name.startswith(".bundle-")]
+
+    # the hosts' own check accepts it: the signature by the operator's key, every file's hash, the host in the target
+    public = Path(str(key) + ".pub").read_text().strip()
+    verify = subprocess.run(
+        [sys.executable, "-m", "ansible_collections.llmops.sglang.plugins.modules.bundle_verify"],
+        input=json.dumps({"ANSIBLE_MODULE_ARGS": {"root": str(first), "public_key": public,
+                                                   "host": {"os": "ubuntu-24.04", "gpu_archs": ["sm_120"]}}}),
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert json.loads(verify.stdout).get("failed") is None, verify.stdout
+    sbom = (first / M.SBOM).read_text()
+    assert S.problems(sbom) == []
+
+    before = {p: p.stat().st_mtime_ns for p in first.rglob("*")}
+    rc, out = run(first)
+    assert rc == 0 and FLEET_RECAP.search(out).groups() == ("0", "0", "0"), out[-4000:]
+    assert {p: p.stat().st_mtime_ns for p in first.rglob("*")} == before
+
+    second = tmp_path / "bundle2"
+    rc, out = run(second)
+    assert rc == 0, out[-4000:]
+    assert (second / M.MANIFEST).read_bytes() == (first / M.MANIFEST).read_bytes()
+    assert (second / M.SBOM).read_bytes() == (first / M.SBOM).read_bytes()
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ({"bundle_os": []}, "expected the bundle's target os as OS releases"),
+        ({"bundle_gpu_archs": ["hopper"]}, "expected the bundle's target gpu_archs as GPU architectures"),
+        ({"bundle_os": ["rhel-9"]}, "Expected each OS release of bundle_os to be a ubuntu or debian release"),
+        ({"bundle_apt_sources": {"ubuntu-24.04": "deb http://x/ /"}}, "Expected bundle_apt_sources to map"),
+        ({"llmops_driver_version": "580.95.05-1"}, "llmops_driver_version"),
+    ],
+)
+def test_bad_settings_are_refused_before_anything_is_collected(bundle_run, tmp_path, extra, expected):
+    run, _ = bundle_run
+    rc, out = run(tmp_path / "bundle", **extra)
+    assert rc != 0
+    assert expected in out, out[-3000:]
+    assert "Traceback" not in out
+    assert not (tmp_path / "bundle").exists() and not (tmp_path / "bundle.work").exists()
