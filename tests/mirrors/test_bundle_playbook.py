@@ -79,6 +79,7 @@ def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproduci
     assert apt["nvidia-headless-580-open"] == PINNED and apt["nvidia-utils-580"] == PINNED
     assert apt["libnvidia-compute-580"] == PINNED  # the closure, at the pin
     assert "cuda-toolkit-12-8" in apt
+    assert apt["nvidia-fabricmanager"] == "580.95.05-1"  # auto: a bundle holds what an NVSwitch host installs
     model = [p for p, s in files.items() if s["kind"] == "model"]
     commit = {files[p]["commit"] for p in model}
     assert len(commit) == 1 and re.fullmatch(r"[0-9a-f]{40}", commit.pop())
@@ -128,3 +129,16 @@ def test_bad_settings_are_refused_before_anything_is_collected(bundle_run, tmp_p
     assert expected in out, out[-3000:]
     assert "Traceback" not in out
     assert not (tmp_path / "bundle").exists() and not (tmp_path / "bundle.work").exists()
+
+
+def test_a_fleet_without_nvswitch_gets_no_fabric_manager_and_only_the_pieces_asked_for(bundle_run, tmp_path):
+    run, _ = bundle_run
+    bundle = tmp_path / "bundle"
+    rc, out = run(bundle, nvidia_driver_fabricmanager=False, bundle_model=False, bundle_pci_ids=False,
+                  bundle_signing_key="")  # fmt: skip
+    assert rc == 0, out[-4000:]
+    manifest = json.loads((bundle / M.MANIFEST).read_text())
+    kinds = {e["source"]["kind"] for e in manifest["files"]}
+    packages = {e["source"].get("package") for e in manifest["files"]}
+    assert kinds == {"apt"} and "nvidia-fabricmanager" not in packages and "nvidia-utils-580" in packages
+    assert not (bundle / M.SIGNATURE).exists() and "not signed yet" in out
