@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,31 @@ PINNED = "580.95.05-0ubuntu1"
 FLEET_RECAP = re.compile(r"^fleet1\s*:.*changed=(\d+).*unreachable=(\d+).*failed=(\d+)", re.M)
 
 
+def wheelhouse_with_a_build(top: Path) -> Path:
+    """A wheelhouse holding one finished build as the build roles leave it: NAME/FINGERPRINT/ with the wheel and its
+    record (build.json, written last). The wheel is a minimal one of our own whose requirements the stand-in index
+    serves as pure-Python wheels, so every Python of the target resolves them."""
+    build = top / "sglang" / "31508332409d86fa"
+    build.mkdir(parents=True)
+    wheel = build / "sglang-0.5.9-py3-none-any.whl"
+    metadata = "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\nRequires-Dist: torch\nRequires-Dist: tqdm\n"
+    files = {
+        "sglang/__init__.py": "__version__ = '0.5.9'\n",
+        "sglang-0.5.9.dist-info/METADATA": metadata,
+        "sglang-0.5.9.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{name},," + "\n" for name in [*files, "sglang-0.5.9.dist-info/RECORD"])
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, text in [*files.items(), ("sglang-0.5.9.dist-info/RECORD", record)]:
+            z.writestr(zipfile.ZipInfo(name, (2025, 1, 1, 0, 0, 0)), text)
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    record = {"name": "sglang", "version": "0.5.9", "wheel": wheel.name, "sha256": sha,
+              "inputs": {"python": "3.11", "torch": "2.9.1+cu128"}}  # fmt: skip
+    (build / "build.json").write_text(json.dumps(record))
+    (top / "sgl-kernel" / "0000000000000000").mkdir(parents=True)  # a build that never finished: no record
+    return top
+
+
 @pytest.fixture
 def bundle_run(built, server, tmp_path):
     key = tmp_path / "ops"
@@ -36,7 +62,7 @@ def bundle_run(built, server, tmp_path):
         "ansible_host": "127.0.0.1",
         "ansible_port": 9,
         "ansible_connection": "ssh",
-        "bundle_os": ["ubuntu-24.04"],
+        "bundle_os": ["ubuntu-24.04", "debian-12"],
         "bundle_gpu_archs": ["sm_120"],
         "bundle_nvidia_keyring": str(built["out"] / "keys" / "cuda-archive-keyring.gpg"),
         "bundle_signing_key": str(key),
@@ -45,6 +71,10 @@ def bundle_run(built, server, tmp_path):
         "model_hf_endpoint": server["hf_root"],
         "preflight_pci_ids_url": pci_ids.as_uri(),
         "preflight_pci_ids_sha256": hashlib.sha256(pci_ids.read_bytes()).hexdigest(),
+        "python_env_wheelhouse": str(wheelhouse_with_a_build(tmp_path / "wheelhouse")),
+        "python_env_pip_index_url": server["pypi"],
+        "python_env_torch_index_base_url": server["torch_index"].rstrip("/"),
+        "python_env_torch_companions": {},
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HF_"))}
     env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT),
@@ -73,9 +103,11 @@ def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproduci
 
     manifest = json.loads((first / M.MANIFEST).read_text())
     files = {e["path"]: e["source"] for e in manifest["files"]}
-    assert manifest["target"] == {"os": ["ubuntu-24.04"], "arch": "x86_64", "gpu_archs": ["sm_120"],
+    assert manifest["target"] == {"os": ["debian-12", "ubuntu-24.04"], "arch": "x86_64", "gpu_archs": ["sm_120"],
                                   "driver_branch": "580", "cuda": ["12.8"]}  # fmt: skip
-    apt = {s["package"]: s["version"] for s in files.values() if s["kind"] == "apt"}
+    apt = {s["package"]: s["version"] for p, s in files.items() if s["kind"] == "apt" and "ubuntu-24.04" in p}
+    debian = {s["package"]: s["version"] for p, s in files.items() if s["kind"] == "apt" and "debian-12" in p}
+    assert debian["nvidia-kernel-open-dkms"] == "580.95.05-1"  # each release at its own version form
     assert apt["nvidia-headless-580-open"] == PINNED and apt["nvidia-utils-580"] == PINNED
     assert apt["libnvidia-compute-580"] == PINNED  # the closure, at the pin
     assert "cuda-toolkit-12-8" in apt
@@ -86,6 +118,13 @@ def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproduci
     assert {Path(p).name for p in model} >= {"config.json", "model-00008-of-00008.safetensors"}
     assert all(p.startswith("model/sim-org/GLM-5-NVFP4/") for p in model)
     assert files["pci.ids"]["kind"] == "pci_ids"
+    # the build with its record, in the wheelhouse layout; the unfinished one left out; torch at its pin and the
+    # build's requirements beside it
+    build = "wheelhouse/sglang/31508332409d86fa/"
+    assert files[build + "sglang-0.5.9-py3-none-any.whl"]["version"] == "0.5.9" and build + "build.json" in files
+    assert not [p for p in files if p.startswith("wheelhouse/sgl-kernel")]
+    wheels = {s["name"]: s["version"] for p, s in files.items() if p.startswith("wheels/")}
+    assert wheels["torch"] == "2.9.1+cu128" and "tqdm" in wheels and "sglang" not in wheels
     assert not [p for p in first.rglob("*") if ".partial" in p.name or p.name.startswith(".bundle-")]
 
     # the hosts' own check accepts it: the signature by the operator's key, every file's hash, the host in the target
@@ -134,8 +173,8 @@ def test_bad_settings_are_refused_before_anything_is_collected(bundle_run, tmp_p
 def test_a_fleet_without_nvswitch_gets_no_fabric_manager_and_only_the_pieces_asked_for(bundle_run, tmp_path):
     run, _ = bundle_run
     bundle = tmp_path / "bundle"
-    rc, out = run(bundle, nvidia_driver_fabricmanager=False, bundle_model=False, bundle_pci_ids=False,
-                  bundle_signing_key="")  # fmt: skip
+    only_apt = {"bundle_model": False, "bundle_pci_ids": False, "bundle_wheels": False, "bundle_signing_key": ""}
+    rc, out = run(bundle, nvidia_driver_fabricmanager=False, **only_apt)
     assert rc == 0, out[-4000:]
     manifest = json.loads((bundle / M.MANIFEST).read_text())
     kinds = {e["source"]["kind"] for e in manifest["files"]}
