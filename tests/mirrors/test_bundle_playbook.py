@@ -75,6 +75,10 @@ def bundle_run(built, server, tmp_path):
         "python_env_pip_index_url": server["pypi"],
         "python_env_torch_index_base_url": server["torch_index"].rstrip("/"),
         "python_env_torch_companions": {},
+        "sglang_repo_url": server["git"] + "sgl-project/sglang.git",
+        "sglang_version": "v0.5.9",
+        "flash_attn_repo_url": server["git"] + "Dao-AILab/flash-attention.git",
+        "flash_attn_version": "v2.8.3",
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HF_"))}
     env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT),
@@ -125,6 +129,19 @@ def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproduci
     assert not [p for p in files if p.startswith("wheelhouse/sgl-kernel")]
     wheels = {s["name"]: s["version"] for p, s in files.items() if p.startswith("wheels/")}
     assert wheels["torch"] == "2.9.1+cu128" and "tqdm" in wheels and "sglang" not in wheels
+    # the sources of what a host may build on site, each a git bundle at the ref's commit that builds as that release
+    git = {s["url"].rsplit("/", 1)[-1]: (p, s) for p, s in files.items() if s["kind"] == "git"}
+    assert set(git) == {"sglang.git", "flash-attention.git"}
+    path, source = git["sglang.git"]
+    assert path == f"git/sglang-{source['commit']}.bundle" and source["ref"] == "v0.5.9"
+    clone = tmp_path / "sglang-from-bundle"
+    subprocess.run(
+        ["git", "clone", "-q", "-b", "v0.5.9", str(first / path), str(clone)], check=True, capture_output=True
+    )
+    described = subprocess.run(
+        ["git", "-C", str(clone), "describe", "--tags"], capture_output=True, text=True, check=True
+    )
+    assert described.stdout.strip() == "v0.5.9"
     assert not [p for p in first.rglob("*") if ".partial" in p.name or p.name.startswith(".bundle-")]
 
     # the hosts' own check accepts it: the signature by the operator's key, every file's hash, the host in the target
