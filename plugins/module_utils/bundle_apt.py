@@ -7,8 +7,8 @@ read nor changed), and the manifest sources of the files it downloaded.
 
 The dpkg status is empty on purpose: the closure is what a host with nothing installed would need, a superset of
 what any real host of that release needs, so the bundle installs on every host of the fleet whatever each one already
-has. The host's own apt configuration (``/etc/apt/apt.conf.d``: proxies, mirrors' settings) is kept; only the
-sources, the preferences, the state and the cache are private.
+has. The host's own apt configuration (``/etc/apt/apt.conf.d``: proxies, mirrors' settings) is kept without its hooks
+(they act on the host's own state); the sources, the preferences, the state and the cache are private.
 
 This file owns the checks of the request, the command lines of the private apt, the reading of apt's plan and the
 manifest source of each package file. Pure functions besides ``prepare``; no Ansible imports.
@@ -93,7 +93,14 @@ def layout(state_dir):
         "sourceparts": os.path.join(state_dir, "etc", "sources.list.d"),
         "preferences": os.path.join(state_dir, "etc", "preferences"),
         "preferencesparts": os.path.join(state_dir, "etc", "preferences.d"),
+        "config": os.path.join(state_dir, "etc", "apt.conf"),
     }
+
+
+#: The host's apt hooks (an AppStream refresh, PackageKit's notice, a cache clean-up) act on the host's own state: the
+#: private apt runs none of them.
+HOOKS = ("APT::Update::Pre-Invoke", "APT::Update::Post-Invoke", "APT::Update::Post-Invoke-Success",
+         "DPkg::Pre-Invoke", "DPkg::Post-Invoke", "DPkg::Pre-Install-Pkgs")  # fmt: skip
 
 
 def prepare(state_dir, sources, preferences=""):
@@ -114,6 +121,8 @@ def prepare(state_dir, sources, preferences=""):
     open(paths["status"], "w").close()
     with open(paths["preferences"], "w") as f:
         f.write(preferences or "")
+    with open(paths["config"], "w") as f:
+        f.write("".join("#clear %s;\n" % hook for hook in HOOKS))
     return paths
 
 
@@ -134,7 +143,7 @@ def options(paths, arch, install_recommends):
         ("APT::Install-Recommends", "true" if install_recommends else "false"),
         ("Debug::NoLocking", "true"),
     ]
-    return [x for k, v in opts for x in ("-o", "%s=%s" % (k, v))]
+    return ["-c", paths["config"]] + [x for k, v in opts for x in ("-o", "%s=%s" % (k, v))]
 
 
 def update_argv(opts):

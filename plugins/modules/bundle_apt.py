@@ -16,7 +16,8 @@ description:
     package files into C(apt/RELEASE/) under the bundle's directory O(root).
   - The dpkg status is empty, so the closure is what a host with nothing installed needs; the bundle then installs on
     every host of that release whatever each one already has. The host's own apt state (its sources, lists, cache and
-    installed packages) is neither read nor changed; its apt configuration (proxies) is kept.
+    installed packages) is neither read nor changed; its apt configuration (proxies) is kept, without the hooks it
+    runs after an update or around dpkg (they act on the host's own state).
   - Every source must name its keyring (C(signed-by)); apt checks each repository's signature and each package's hash.
   - Package files in C(apt/RELEASE/) that the closure no longer holds are removed, so the directory is exactly the
     closure; returns each file's manifest source for M(llmops.sglang.bundle_manifest).

@@ -60,7 +60,8 @@ def test_the_control_fields_must_be_the_planned_package():
 def test_every_path_apt_reads_or_writes_is_private(tmp_path):
     paths = A.prepare(tmp_path / "s", ["deb [signed-by=/k.gpg] http://h/ /"], "Package: x\n")
     opts = A.options(paths, "x86_64", True)
-    pairs = dict(o.split("=", 1) for o in opts[1::2])
+    assert opts[:2] == ["-c", str(tmp_path / "s" / "etc" / "apt.conf")]
+    pairs = dict(o.split("=", 1) for o in opts[3::2])
     for key in (
         "Dir::State",
         "Dir::State::status",
@@ -78,6 +79,20 @@ def test_every_path_apt_reads_or_writes_is_private(tmp_path):
     assert oct((tmp_path / "s").stat().st_mode & 0o777) == "0o700"
     assert A.update_argv(opts)[-2:] == ["update", "--error-on=any"]
     assert A.download_argv(opts, ["a=1"])[-3:] == ["install", "--", "a=1"]
+
+
+def test_the_hosts_apt_hooks_do_not_run_for_the_private_apt(tmp_path):
+    """The host's hooks (here: AppStream's refresh and PackageKit's notice on Debian 12) act on its own state."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("apt-config"):
+        pytest.skip("needs apt-config")
+    paths = A.prepare(tmp_path / "s", ["deb [signed-by=/k.gpg] http://h/ /"])
+    dump = subprocess.run(["apt-config", *A.options(paths, "x86_64", True)[:2], "dump"], capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
+    for hook in A.HOOKS:
+        assert not [line for line in dump.splitlines() if line.startswith(hook + "::")], hook
 
 
 K = "deb [signed-by={k}] https://repo.example/x/ /"
