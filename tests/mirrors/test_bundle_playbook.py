@@ -198,3 +198,13 @@ def test_a_fleet_without_nvswitch_gets_no_fabric_manager_and_only_the_pieces_ask
     packages = {e["source"].get("package") for e in manifest["files"]}
     assert kinds == {"apt"} and "nvidia-fabricmanager" not in packages and "nvidia-utils-580" in packages
     assert not (bundle / M.SIGNATURE).exists() and "not signed yet" in out
+
+
+def test_a_dry_run_checks_the_settings_and_collects_nothing(bundle_run, tmp_path):
+    run, _ = bundle_run
+    rc, out = run(tmp_path / "bundle", check=True)
+    assert rc == 0, out[-3000:]
+    assert "Check mode: the bundle's settings are valid for ubuntu-24.04, debian-12" in out
+    assert not (tmp_path / "bundle").exists() and not (tmp_path / "bundle.work").exists()
+    rc, out = run(tmp_path / "bundle", check=True, bundle_os=["rhel-9"])
+    assert rc != 0 and "Expected each OS release of bundle_os" in out
