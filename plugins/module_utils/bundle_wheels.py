@@ -32,6 +32,13 @@ WHEEL = re.compile(
 PIN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9_.!+]+\Z")
 
 
+#: FlashInfer downloads kernels on first use unless its kernel packages are installed at exactly its own version
+#: (docs.flashinfer.ai's installation page: flashinfer-cubin, and flashinfer-jit-cache from FlashInfer's index per CUDA
+#: variant); a mismatched one is ignored.
+FLASHINFER = "flashinfer-python"
+FLASHINFER_KERNELS = ("flashinfer-cubin", "flashinfer-jit-cache")
+
+
 class WheelBundleError(Exception):
     """A request or a wheelhouse this module refuses, in one sentence (expected, found, what to do)."""
 
@@ -132,6 +139,41 @@ def read_record(directory):
             parsed["version"]), "wheel": wheel, "python": str((record.get("inputs") or {}).get("python", "")),
             "fingerprint": os.path.basename(directory.rstrip("/")), "commit": str((record.get("inputs") or {})
             .get("commit", ""))}  # fmt: skip
+
+
+def versions_of(names, project):
+    """The versions of ``project`` among wheel file names (public part, without a local +variant)."""
+    out = set()
+    for n in names:
+        parsed = parse_wheel(n)
+        if parsed and parsed["name"] == project:
+            out.add(parsed["version"].split("+")[0])
+    return sorted(out)
+
+
+def variant_of(pins):
+    """The CUDA variant of the torch pin (torch==2.9.1+cu128 -> cu128), or ''."""
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        if normalize(name) == "torch" and "+" in version:
+            return version.split("+", 1)[1]
+    return ""
+
+
+def flashinfer_requirements(version, variant):
+    """FlashInfer's kernel packages at exactly ``version``: (cubin requirement, JIT-cache requirement)."""
+    return "flashinfer-cubin==%s" % version, "flashinfer-jit-cache==%s+%s" % (version, variant)
+
+
+def flashinfer_problems(names, version):
+    """One sentence per kernel package not present at exactly flashinfer-python's ``version``."""
+    out = []
+    for kernel in FLASHINFER_KERNELS:
+        got = versions_of(names, kernel)
+        if got != [version]:
+            out.append("expected %s %s (FlashInfer uses its kernels only at exactly its own version); found %s"
+                       % (kernel, version, ", ".join(got) or "none"))  # fmt: skip
+    return out
 
 
 def wheel_source(filename, url=""):

@@ -50,7 +50,10 @@ extends_documentation_fragment:
   - llmops.sglang.attributes
 attributes:
   check_mode:
-    support: none
+    support: full
+    details:
+      - Resolves the ref with C(git ls-remote) (a commit is taken as given) and reports whether the bundle's file would
+        be written or others removed; fetches nothing and writes nothing.
 author:
   - llmops.sglang developers (@llmops)
 """
@@ -106,7 +109,7 @@ def main():
             "cache_dir": {"type": "path", "default": "~/.cache/llmops-sglang/bundle-git"},
             "timeout": {"type": "int", "default": 3600},
         },
-        supports_check_mode=False,
+        supports_check_mode=True,
     )
     p = module.params
     root, name, url, ref = p["root"], p["name"], p["url"], p["ref"]
@@ -118,7 +121,6 @@ def main():
         module.fail_json(msg="expected the bundle's directory at %s; found none; create it first" % root)
     git = module.get_bin_path("git", required=True)
     mirror = os.path.join(p["cache_dir"], name + ".git")
-    os.makedirs(p["cache_dir"], mode=0o700, exist_ok=True)
     env = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 
     def run(argv, what):
@@ -129,6 +131,35 @@ def main():
                                  % (what, lines[-1] if lines else "exit %d" % rc))  # fmt: skip
         return out
 
+    if module.check_mode:
+        if COMMIT.match(ref):
+            commit = ref
+        else:
+            refs = {}
+            for line in run(["ls-remote", "--", url, "refs/tags/" + ref, "refs/tags/%s^{}" % ref, "refs/heads/" + ref],
+                            "read the refs of %s" % url).splitlines():  # fmt: skip
+                sha, _, refname = line.partition("\t")
+                refs[refname] = sha
+            commit = refs.get("refs/tags/%s^{}" % ref) or refs.get("refs/tags/" + ref) or refs.get("refs/heads/" + ref)
+            if not commit:
+                module.fail_json(
+                    msg="expected %s to name a commit of %s; found none; set it to a tag, branch or commit the "
+                    "repository has; nothing in the bundle changed" % (ref, url)
+                )
+        rel = "git/%s-%s.bundle" % (name, commit)
+        dest_dir = os.path.join(root, "git")
+        others = [
+            "git/" + o
+            for o in (sorted(os.listdir(dest_dir)) if os.path.isdir(dest_dir) else [])
+            if o.startswith(name + "-")
+            and o.endswith(".bundle")
+            and "git/" + o != rel
+            and COMMIT.match(o[len(name) + 1 : -len(".bundle")])
+        ]
+        source = {"kind": "git", "url": url, "commit": commit, "ref": ref}
+        module.exit_json(changed=not os.path.isfile(os.path.join(root, rel)) or bool(others), commit=commit, path=rel,
+                         sources={rel: source}, removed=others)  # fmt: skip
+    os.makedirs(p["cache_dir"], mode=0o700, exist_ok=True)
     if not os.path.isdir(mirror):
         run(["clone", "--quiet", "--mirror", "--", url, mirror], "copy %s" % url)
     else:

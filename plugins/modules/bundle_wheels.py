@@ -65,6 +65,14 @@ options:
     description: The package index of everything else; empty - the index pip's own configuration names.
     type: str
     default: ""
+  flashinfer_index_url:
+    description:
+      - FlashInfer's own index (C(https://flashinfer.ai/whl)). Where the closure holds C(flashinfer-python), its kernel
+        packages are resolved at exactly its version - C(flashinfer-cubin) from O(index_url) or this index,
+        C(flashinfer-jit-cache) from this index's CUDA variant (the torch pin's, C(/cu128)) - and a closure without
+        both at that version is refused, since FlashInfer would download kernels on first use.
+    type: str
+    default: ""
   pip_args:
     description: More arguments for every C(pip download) (C(--trusted-host HOST)).
     type: list
@@ -78,7 +86,10 @@ extends_documentation_fragment:
   - llmops.sglang.attributes
 attributes:
   check_mode:
-    support: none
+    support: full
+    details:
+      - Resolves into O(cache_dir) as usual (pip downloads what it resolves) and reports which files of the bundle
+        would be added or removed; changes nothing in the bundle.
 author:
   - llmops.sglang developers (@llmops)
 """
@@ -189,6 +200,37 @@ def _pip(module, argv, what):
     return [os.path.basename(m.group("path")) for m in _FILE.finditer(out)]
 
 
+def _flashinfer(module, pip, cache, target, names):
+    """FlashInfer's kernel packages at exactly the version of flashinfer-python in this target's closure."""
+    p = module.params
+    versions = W.versions_of(names, W.FLASHINFER)
+    if not versions:
+        return []
+    if len(versions) > 1:
+        module.fail_json(msg="expected one version of flashinfer-python in the closure; found %s; pin one; nothing in "
+                             "the bundle changed" % ", ".join(versions))  # fmt: skip
+    variant = W.variant_of(p["torch"])
+    if not p["flashinfer_index_url"] or not variant:
+        module.fail_json(msg="expected FlashInfer's index and the torch pin's CUDA variant to bundle the kernels of "
+                             "flashinfer-python %s; found index %r, variant %r; set them, or FlashInfer downloads "
+                             "kernels on first use; nothing in the bundle changed"
+                             % (versions[0], p["flashinfer_index_url"], variant))  # fmt: skip
+    base = p["flashinfer_index_url"].rstrip("/")
+    constraints = os.path.join(cache, "llmops-flashinfer-constraints.txt")
+    with open(constraints, "w") as f:
+        f.write("".join("%s\n" % pin for pin in p["torch"]) + "%s==%s\n" % (W.FLASHINFER, versions[0]))
+    cubin, jit = W.flashinfer_requirements(versions[0], variant)
+    common = [*p["pip_args"], "--find-links", cache, "--constraint", constraints]
+    got = _pip(module, W.download_argv(pip, cache, target, [cubin], index_url=p["index_url"],
+                                       extra=[*common, "--extra-index-url", base]), "resolve " + cubin)  # fmt: skip
+    got += _pip(module, W.download_argv(pip, cache, target, [jit], index_url="%s/%s" % (base, variant), extra=common),
+                "resolve " + jit)  # fmt: skip
+    problems = W.flashinfer_problems(names + got, versions[0])
+    if problems:
+        module.fail_json(msg="%s; nothing in the bundle changed" % problems[0])
+    return got
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -200,10 +242,11 @@ def main():
             "torch": {"type": "list", "elements": "str", "default": []},
             "torch_index_url": {"type": "str", "default": ""},
             "index_url": {"type": "str", "default": ""},
+            "flashinfer_index_url": {"type": "str", "default": ""},
             "pip_args": {"type": "list", "elements": "str", "default": []},
             "cache_dir": {"type": "path", "default": "~/.cache/llmops-sglang/bundle-wheels"},
         },
-        supports_check_mode=False,
+        supports_check_mode=True,
     )
     p = module.params
     root = p["root"]
@@ -242,6 +285,7 @@ def main():
             names += _pip(
                 module, W.download_argv(pip, cache, target, files, index_url=p["index_url"], extra=extra), what
             )
+        names += _flashinfer(module, pip, cache, target, names)
         for name in names:
             if name in built_files:
                 continue
@@ -266,14 +310,16 @@ def main():
             module.fail_json(msg="expected %s to be a directory; found a link; remove it" % base)
         for rel in sorted(_files(base)) if os.path.isdir(base) else []:
             if "%s/%s" % (top, rel) not in want:
-                os.unlink(os.path.join(base, rel))
+                if not module.check_mode:
+                    os.unlink(os.path.join(base, rel))
                 removed.append("%s/%s" % (top, rel))
     for rel, (src, _) in sorted(want.items()):
         dest = os.path.join(root, rel)
         if not os.path.isfile(dest) or not filecmp.cmp(src, dest, shallow=False):
-            _copy(src, dest)
+            if not module.check_mode:
+                _copy(src, dest)
             added.append(rel)
-    for top in ("wheelhouse", "wheels"):  # directories emptied by the removals
+    for top in ("wheelhouse", "wheels") if not module.check_mode else ():  # directories emptied by the removals
         base = os.path.join(root, top)
         for d, _, _ in sorted(os.walk(base), reverse=True) if os.path.isdir(base) else []:
             if d != base and not os.listdir(d):

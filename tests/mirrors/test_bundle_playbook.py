@@ -80,7 +80,9 @@ def bundle_run(built, server, tmp_path):
         "flash_attn_repo_url": server["git"] + "Dao-AILab/flash-attention.git",
         "flash_attn_version": "v2.8.3",
     }
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HF_"))}
+    # pip and the hub read only the stand-ins: not this host's pip.conf, PIP_* or HF_* settings
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("ANSIBLE_", "HF_", "PIP_"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
     env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT),
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)  # fmt: skip
 
@@ -190,7 +192,13 @@ def test_bad_settings_are_refused_before_anything_is_collected(bundle_run, tmp_p
 def test_a_fleet_without_nvswitch_gets_no_fabric_manager_and_only_the_pieces_asked_for(bundle_run, tmp_path):
     run, _ = bundle_run
     bundle = tmp_path / "bundle"
-    only_apt = {"bundle_model": False, "bundle_pci_ids": False, "bundle_wheels": False, "bundle_signing_key": ""}
+    only_apt = {
+        "bundle_model": False,
+        "bundle_pci_ids": False,
+        "bundle_wheels": False,
+        "bundle_git": False,
+        "bundle_signing_key": "",
+    }
     rc, out = run(bundle, nvidia_driver_fabricmanager=False, **only_apt)
     assert rc == 0, out[-4000:]
     manifest = json.loads((bundle / M.MANIFEST).read_text())

@@ -91,3 +91,16 @@ def test_a_bad_ref_or_url_is_refused_and_the_bundle_is_unchanged(tmp_path, upstr
     got = run_module("bundle_git", args)
     assert got.get("failed") and says in got["msg"] and "\n" not in got["msg"], got
     assert list(root.iterdir()) == []
+
+
+def test_check_mode_names_the_commit_and_writes_nothing(tmp_path, upstream):
+    root = tmp_path / "bundle"
+    root.mkdir()
+    args = {"root": str(root), "name": "sglang", "url": str(upstream), "ref": "v0.1", "cache_dir": str(tmp_path / "c")}
+    dry = run_module("bundle_git", args, check_mode=True)
+    assert dry["changed"] is True and dry["commit"] == git(upstream, "rev-parse", "v0.1^{commit}").strip(), dry
+    assert list(root.iterdir()) == [] and not (tmp_path / "c").exists()
+    real = run_module("bundle_git", args)
+    assert real["path"] == dry["path"] and real["sources"] == dry["sources"]
+    assert run_module("bundle_git", args, check_mode=True)["changed"] is False
+    assert run_module("bundle_git", args | {"ref": "v9"}, check_mode=True)["msg"].startswith("expected v9 to name")

@@ -107,3 +107,85 @@ def test_a_bad_request_is_refused_and_the_bundle_is_unchanged(tmp_path, change, 
     got = run_module("bundle_wheels", args)
     assert got.get("failed") and says in got["msg"] and "\n" not in got["msg"], got
     assert sorted(p.name for p in root.iterdir()) == ["keep.txt"]
+
+
+@pytest.fixture(autouse=True)
+def pip_without_this_hosts_configuration(monkeypatch):
+    """pip reads only the indexes a test names: not this host's pip.conf (its indexes, find-links, constraints) nor
+    its PIP_* variables, so no resolution leaves the machine."""
+    import os
+
+    for name in [n for n in os.environ if n.upper().startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+
+
+def flashinfer_case(tmp_path, cubin_version="0.6.16"):
+    """Local indexes as the real ones are laid out: torch's variant index, the package index, FlashInfer's own index
+    (kernels at its root, the JIT cache under /cu128), and a wheelhouse build of SGLang that needs flashinfer-python."""
+    from wheel_util import make_index, make_wheel
+
+    files = tmp_path / "files"
+    torch = make_wheel(files, "torch", "2.9.1+cu128")
+    pypi = [make_wheel(files, "flashinfer-python", "0.6.16", ["tqdm"]), make_wheel(files, "tqdm", "4.67.1")]
+    fi = tmp_path / "flashinfer"
+    make_index(fi, [make_wheel(files / "fi", "flashinfer-cubin", cubin_version)], subdir="")
+    make_index(fi, [make_wheel(files / "fi-cu128", "flashinfer-jit-cache", "0.6.16+cu128",
+                               tag="cp39-abi3-manylinux_2_28_x86_64")], subdir="cu128")  # fmt: skip
+    wheelhouse = tmp_path / "wheelhouse"
+    build = wheelhouse / "sglang" / "ab12"
+    wheel = make_wheel(build, "sglang", "0.5.9", ["torch", "flashinfer-python==0.6.16"])
+    record = {"name": "sglang", "version": "0.5.9", "wheel": wheel.name, "inputs": {"python": "3.11"},
+              "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}  # fmt: skip
+    (build / "build.json").write_text(json.dumps(record))
+    root = tmp_path / "bundle"
+    root.mkdir()
+    return root, {"root": str(root), "wheelhouse": str(wheelhouse), "targets": [{"python": "3.11", "glibc": "2.36"}],
+                  "torch": ["torch==2.9.1+cu128"], "torch_index_url": make_index(tmp_path / "torch", [torch]),
+                  "index_url": make_index(tmp_path / "pypi", pypi), "flashinfer_index_url": fi.resolve().as_uri(),
+                  "cache_dir": str(tmp_path / "cache")}  # fmt: skip
+
+
+def test_flashinfers_kernel_packages_are_bundled_at_exactly_its_version(tmp_path):
+    root, args = flashinfer_case(tmp_path)
+    got = run_module("bundle_wheels", args)
+    assert not got.get("failed"), got
+    assert {"flashinfer_python-0.6.16-py3-none-any.whl", "flashinfer_cubin-0.6.16-py3-none-any.whl",
+            "flashinfer_jit_cache-0.6.16+cu128-cp39-abi3-manylinux_2_28_x86_64.whl", "tqdm-4.67.1-py3-none-any.whl",
+            "torch-2.9.1+cu128-py3-none-any.whl"} == set(got["wheels"])  # fmt: skip
+    assert got["sources"]["wheels/flashinfer_jit_cache-0.6.16+cu128-cp39-abi3-manylinux_2_28_x86_64.whl"] == {
+        "kind": "wheel", "name": "flashinfer-jit-cache", "version": "0.6.16+cu128"}  # fmt: skip
+    assert sorted(p.name for p in (root / "wheels").iterdir()) == sorted(got["wheels"])
+    assert run_module("bundle_wheels", args)["changed"] is False
+
+
+def test_a_kernel_package_at_another_version_is_refused(tmp_path):
+    root, args = flashinfer_case(tmp_path, cubin_version="0.6.15")
+    got = run_module("bundle_wheels", args)
+    assert got.get("failed") and "flashinfer-cubin==0.6.16" in got["msg"] and "\n" not in got["msg"], got
+    assert list(root.iterdir()) == []
+
+
+def test_flashinfer_without_its_index_is_refused(tmp_path):
+    root, args = flashinfer_case(tmp_path)
+    got = run_module("bundle_wheels", args | {"flashinfer_index_url": ""})
+    assert got.get("failed") and got["msg"].startswith("expected FlashInfer's index"), got
+    assert list(root.iterdir()) == []
+
+
+def test_the_kernels_must_match_flashinfers_version():
+    names = ["flashinfer_python-0.6.16-py3-none-any.whl", "flashinfer_cubin-0.6.16-py3-none-any.whl",
+             "flashinfer_jit_cache-0.6.15+cu128-cp39-abi3-manylinux_2_28_x86_64.whl"]  # fmt: skip
+    (problem,) = W.flashinfer_problems(names, "0.6.16")
+    assert problem.startswith("expected flashinfer-jit-cache 0.6.16 (") and problem.endswith("; found 0.6.15")
+    assert W.variant_of(["torchvision==0.24.1+cu128", "torch==2.9.1+cu129"]) == "cu129"
+
+
+def test_check_mode_resolves_and_says_what_would_change_in_the_bundle_without_changing_it(tmp_path):
+    root, args = flashinfer_case(tmp_path)
+    dry = run_module("bundle_wheels", args, check_mode=True)
+    assert dry["changed"] is True and "wheels/flashinfer_cubin-0.6.16-py3-none-any.whl" in dry["added"], dry
+    assert list(root.iterdir()) == []
+    real = run_module("bundle_wheels", args)
+    assert sorted(real["added"]) == sorted(dry["added"])
+    assert run_module("bundle_wheels", args, check_mode=True)["changed"] is False
