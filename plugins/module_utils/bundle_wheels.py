@@ -12,10 +12,11 @@ source of each wheel file. Pure functions besides ``read_record``; no Ansible im
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
+
+from ansible_collections.llmops.sglang.plugins.module_utils.bundle_manifest import sha256_file
 
 #: A finished build in the wheelhouse: NAME/FINGERPRINT/build.json (written last) beside its wheel.
 RECORD = "build.json"
@@ -122,19 +123,16 @@ def read_record(directory):
         raise WheelBundleError("expected the record %s to name its wheel file; found %r; build the wheel again"
                                % (path, wheel))  # fmt: skip
     file = os.path.join(directory, wheel)
-    digest = hashlib.sha256()
     try:
-        with open(file, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
+        digest = sha256_file(file)
     except OSError as e:
         raise WheelBundleError(
             "expected the wheel %s beside its record; found %s; build it again" % (file, e)
         ) from None
-    if digest.hexdigest() != record.get("sha256"):
+    if digest != record.get("sha256"):
         raise WheelBundleError("expected %s to have the sha256 its record names (%s); found %s; the wheelhouse was "
                                "changed after the build: build the wheel again"
-                               % (file, str(record.get("sha256"))[:16], digest.hexdigest()[:16]))  # fmt: skip
+                               % (file, str(record.get("sha256"))[:16], digest[:16]))  # fmt: skip
     return {"name": normalize(record.get("name") or parsed["name"]), "version": str(record.get("version") or
             parsed["version"]), "wheel": wheel, "python": str((record.get("inputs") or {}).get("python", "")),
             "fingerprint": os.path.basename(directory.rstrip("/")), "commit": str((record.get("inputs") or {})

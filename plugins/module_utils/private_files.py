@@ -16,6 +16,7 @@ __metaclass__ = type
 
 import errno
 import os
+import shutil
 import stat
 import tempfile
 
@@ -79,19 +80,14 @@ def write_private_files(out_dir, files):
     return [os.path.join(out_dir, name) for name in files]
 
 
-def write_whole(path, text, mode=0o644, prefix=".llmops-"):
-    """The file at ``path`` holds ``text`` (str or bytes) with ``mode``, or is left as it was: written to a new
-    temporary file in the same directory (a random name created with O_EXCL, so no planted file or link is opened),
-    given its mode before its first byte, flushed to disk, and renamed over ``path`` (which replaces a link there
-    instead of following it). Owned by whoever writes it (no chown: on a root-squashed NFS mount root may not give a
-    file to root). The temporary file is removed on any failure."""
+def _replace_with(path, mode, prefix, write):
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=directory)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fd = None
-            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -103,6 +99,26 @@ def write_whole(path, text, mode=0o644, prefix=".llmops-"):
         except OSError:
             pass
         raise
+
+
+def write_whole(path, text, mode=0o644, prefix=".llmops-"):
+    """The file at ``path`` holds ``text`` (str or bytes) with ``mode``, or is left as it was: written to a new
+    temporary file in the same directory (a random name created with O_EXCL, so no planted file or link is opened),
+    given its mode before its first byte, flushed to disk, and renamed over ``path`` (which replaces a link there
+    instead of following it). Owned by whoever writes it (no chown: on a root-squashed NFS mount root may not give a
+    file to root). The temporary file is removed on any failure."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    _replace_with(path, mode, prefix, lambda fh: fh.write(data))
+
+
+def copy_whole(src, path, mode=0o644, prefix=".llmops-"):
+    """The file at ``path`` holds the bytes of the file ``src``, streamed and put in place as write_whole does."""
+
+    def write(fh):
+        with open(src, "rb") as f:
+            shutil.copyfileobj(f, fh, 1 << 20)
+
+    _replace_with(path, mode, prefix, write)
 
 
 KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

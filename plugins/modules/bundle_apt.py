@@ -127,12 +127,11 @@ bytes:
 
 import filecmp
 import os
-import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_apt as A
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import copy_whole
 
 
 def _apt(module, argv, what, advice):
@@ -142,21 +141,6 @@ def _apt(module, argv, what, advice):
             msg="apt could not %s: %s; %s; nothing in the bundle changed" % (what, A.first_error(err + out), advice)
         )
     return out
-
-
-def _copy(src, dest_dir, name):
-    fd, tmp = tempfile.mkstemp(prefix=".bundle-apt-", dir=dest_dir)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
-            shutil.copyfileobj(f, out, 1 << 20)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, os.path.join(dest_dir, name))
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main():
@@ -242,7 +226,7 @@ def main():
             target = os.path.join(dest, name)
             if name not in have or not filecmp.cmp(cached, target, shallow=False):
                 os.makedirs(dest, mode=0o755, exist_ok=True)
-                _copy(cached, dest, name)
+                copy_whole(cached, os.path.join(dest, name), 0o644, prefix=".bundle-apt-")
                 added.append(name)
         for name in removed:
             os.unlink(os.path.join(dest, name))

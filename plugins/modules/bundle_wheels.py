@@ -134,13 +134,12 @@ removed:
 import filecmp
 import os
 import re
-import shutil
 import sys
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_wheels as W
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import copy_whole
 
 # pip download names each file of the closure once: "Saved DEST/F" or "File was already downloaded DEST/F".
 _FILE = re.compile(r"^\s*(?:Saved|File was already downloaded) (?P<path>\S+\.whl)\s*$", re.M)
@@ -148,18 +147,7 @@ _FILE = re.compile(r"^\s*(?:Saved|File was already downloaded) (?P<path>\S+\.whl
 
 def _copy(src, dest):
     os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".bundle-wheel-", dir=os.path.dirname(dest))
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
-            shutil.copyfileobj(f, out, 1 << 20)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
+    copy_whole(src, dest, 0o644, prefix=".bundle-wheel-")
 
 
 def _files(top):

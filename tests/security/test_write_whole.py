@@ -1,7 +1,7 @@
-"""plugins/module_utils/private_files.py write_whole, the one way modules write a file whole (deployment records,
-build-set markers, benchmark state, bundle manifests, modprobe settings): the file has its final mode from its first
-byte, a link planted at its name is replaced and never followed, and a failed write leaves the old file and no
-temporary file behind."""
+"""plugins/module_utils/private_files.py write_whole and copy_whole, the one way modules write a file whole
+(deployment records, build-set markers, benchmark state, bundle manifests and files, modprobe settings): the file has
+its final mode from its first byte, a link planted at its name is replaced and never followed, and a failed write
+leaves the old file and no temporary file behind."""
 
 from __future__ import annotations
 
@@ -50,3 +50,22 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path
     with pytest.raises(TypeError):
         write_whole(str(path), object(), 0o644)  # neither text nor bytes: fails after the file was created
     assert path.read_text() == "old\n" and sorted(os.listdir(tmp_path)) == ["manifest.json"]
+
+
+def test_a_copy_is_whole_with_its_mode_and_a_planted_link_is_replaced(tmp_path):
+    """copy_whole, the same for a file's bytes (bundle package files and wheels), streamed from the source."""
+    from ansible_collections.llmops.sglang.plugins.module_utils.private_files import copy_whole
+
+    src = tmp_path / "src.whl"
+    src.write_bytes(os.urandom(3 << 20))
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    dest = tmp_path / "out" / "x.whl"
+    dest.parent.mkdir()
+    dest.symlink_to(victim)
+    copy_whole(str(src), str(dest), 0o644, prefix=".bundle-")
+    assert dest.read_bytes() == src.read_bytes() and not dest.is_symlink()
+    assert oct(dest.stat().st_mode & 0o777) == "0o644" and victim.read_text() == "untouched\n"
+    with pytest.raises(OSError):
+        copy_whole(str(tmp_path / "missing"), str(dest), 0o644, prefix=".bundle-")
+    assert sorted(os.listdir(dest.parent)) == ["x.whl"] and dest.read_bytes() == src.read_bytes()
