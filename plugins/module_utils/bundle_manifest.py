@@ -24,10 +24,13 @@ Pure functions besides reading the bundle's files; no Ansible imports.
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import os
 import re
+
+from ansible_collections.llmops.sglang.plugins.module_utils.private_files import copy_whole
 
 SCHEMA = 1
 MANIFEST = "manifest.json"
@@ -98,6 +101,44 @@ def bundle_files(root):
             if rel not in (MANIFEST, SIGNATURE, SBOM):
                 out.append(rel)
     return sorted(out)
+
+
+def sync(root, tops, want, prefix=".bundle-", dry_run=False):
+    """Make the directories ``tops`` (relative to ``root``) hold exactly ``want`` ({relative path: file to take it
+    from}): a file that differs or is missing is copied whole (copy_whole), one not wanted is removed, and directories
+    left empty go. Returns (added, removed), relative paths, sorted. A link or special file under ``tops`` is refused
+    (ManifestError) before anything changes. ``dry_run`` changes nothing and counts a wanted file whose source is not
+    there yet as added only where the bundle lacks it."""
+    have = []
+    for top in tops:
+        base = os.path.join(root, top)
+        if os.path.islink(base) or (os.path.exists(base) and not os.path.isdir(base)):
+            raise ManifestError("expected %s to be a directory; found a link or a file; remove it" % base)
+        for path, dirs, files in os.walk(base):
+            for name in dirs + files:
+                full = os.path.join(path, name)
+                if os.path.islink(full) or (name in files and not os.path.isfile(full)):
+                    raise ManifestError("expected only files in %s; found %s, which is not one; remove it"
+                                        % (base, full))  # fmt: skip
+            have += [os.path.relpath(os.path.join(path, f), root).replace(os.sep, "/") for f in files]
+    removed = sorted(rel for rel in have if rel not in want)
+    added = []
+    for rel, src in sorted(want.items()):
+        dest = os.path.join(root, rel)
+        if os.path.isfile(dest) and ((dry_run and not os.path.isfile(src)) or filecmp.cmp(src, dest, shallow=False)):
+            continue
+        added.append(rel)
+        if not dry_run:
+            os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)
+            copy_whole(src, dest, 0o644, prefix=prefix)
+    if not dry_run:
+        for rel in removed:
+            os.unlink(os.path.join(root, rel))
+        for top in tops:
+            for path, _, _ in sorted(os.walk(os.path.join(root, top)), reverse=True):
+                if path != os.path.join(root, top) and not os.listdir(path):
+                    os.rmdir(path)
+    return added, removed
 
 
 def check_source(rel, source):

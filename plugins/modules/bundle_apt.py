@@ -125,13 +125,12 @@ bytes:
   type: int
 """
 
-import filecmp
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_apt as A
-from ansible_collections.llmops.sglang.plugins.module_utils.private_files import copy_whole
+from ansible_collections.llmops.sglang.plugins.module_utils import bundle_manifest as M
 
 
 def _apt(module, argv, what, advice):
@@ -193,19 +192,7 @@ def main():
             msg="expected apt to plan the packages for %s; found an empty plan; nothing in the bundle changed" % release
         )
     want = {A.deb_name(*entry): entry for entry in plan}
-    have = set()
-    if os.path.isdir(dest):
-        for name in os.listdir(dest):
-            path = os.path.join(dest, name)
-            if not os.path.isfile(path) or os.path.islink(path):
-                module.fail_json(
-                    msg="expected only package files in %s; found %s, which is not one; remove it" % (dest, name)
-                )
-            have.add(name)
-    added, removed = [], sorted(n for n in have if n not in want)
-    if module.check_mode:
-        added = sorted(n for n in want if n not in have)
-    else:
+    if not module.check_mode:
         _apt(
             module,
             A.download_argv(opts, p["packages"]),
@@ -223,13 +210,17 @@ def main():
             differ = A.check_control(A.parse_control(out), package, version, arch) if rc == 0 else err.strip()
             if differ:
                 module.fail_json(msg="%s: %s; remove %s and run again" % (name, differ, cached))
-            target = os.path.join(dest, name)
-            if name not in have or not filecmp.cmp(cached, target, shallow=False):
-                os.makedirs(dest, mode=0o755, exist_ok=True)
-                copy_whole(cached, os.path.join(dest, name), 0o644, prefix=".bundle-apt-")
-                added.append(name)
-        for name in removed:
-            os.unlink(os.path.join(dest, name))
+    try:
+        added, removed = M.sync(
+            root,
+            [rel_dir],
+            {"%s/%s" % (rel_dir, name): os.path.join(paths["archives"], name) for name in want},
+            prefix=".bundle-apt-",
+            dry_run=module.check_mode,
+        )
+    except M.ManifestError as e:
+        module.fail_json(msg=str(e))
+    added, removed = [os.path.basename(r) for r in added], [os.path.basename(r) for r in removed]
     packages, sources, size = [], {}, 0
     for name, (package, version, arch) in sorted(want.items()):
         rel = "%s/%s" % (rel_dir, name)

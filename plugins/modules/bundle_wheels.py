@@ -131,7 +131,6 @@ removed:
   elements: str
 """
 
-import filecmp
 import os
 import re
 import sys
@@ -139,24 +138,10 @@ import sys
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_wheels as W
-from ansible_collections.llmops.sglang.plugins.module_utils.private_files import copy_whole
+from ansible_collections.llmops.sglang.plugins.module_utils import bundle_manifest as M
 
 # pip download names each file of the closure once: "Saved DEST/F" or "File was already downloaded DEST/F".
 _FILE = re.compile(r"^\s*(?:Saved|File was already downloaded) (?P<path>\S+\.whl)\s*$", re.M)
-
-
-def _copy(src, dest):
-    os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)
-    copy_whole(src, dest, 0o644, prefix=".bundle-wheel-")
-
-
-def _files(top):
-    """Every file under ``top`` (relative paths); a link or special file is refused by the caller's manifest."""
-    out = set()
-    for base, _, files in os.walk(top):
-        for name in files:
-            out.add(os.path.relpath(os.path.join(base, name), top).replace(os.sep, "/"))
-    return out
 
 
 def _builds(module, wheelhouse, names, pythons):
@@ -291,27 +276,11 @@ def main():
     for name, path in sorted(closure.items()):
         want["wheels/%s" % name] = (path, W.wheel_source(name))
 
-    added, removed = [], []
-    for top in ("wheelhouse", "wheels"):
-        base = os.path.join(root, top)
-        if os.path.islink(base):
-            module.fail_json(msg="expected %s to be a directory; found a link; remove it" % base)
-        for rel in sorted(_files(base)) if os.path.isdir(base) else []:
-            if "%s/%s" % (top, rel) not in want:
-                if not module.check_mode:
-                    os.unlink(os.path.join(base, rel))
-                removed.append("%s/%s" % (top, rel))
-    for rel, (src, _) in sorted(want.items()):
-        dest = os.path.join(root, rel)
-        if not os.path.isfile(dest) or not filecmp.cmp(src, dest, shallow=False):
-            if not module.check_mode:
-                _copy(src, dest)
-            added.append(rel)
-    for top in ("wheelhouse", "wheels") if not module.check_mode else ():  # directories emptied by the removals
-        base = os.path.join(root, top)
-        for d, _, _ in sorted(os.walk(base), reverse=True) if os.path.isdir(base) else []:
-            if d != base and not os.listdir(d):
-                os.rmdir(d)
+    try:
+        added, removed = M.sync(root, ["wheelhouse", "wheels"], {rel: src for rel, (src, _) in want.items()},
+                                prefix=".bundle-wheel-", dry_run=module.check_mode)  # fmt: skip
+    except M.ManifestError as e:
+        module.fail_json(msg=str(e))
     module.exit_json(
         changed=bool(added or removed),
         sources={rel: src for rel, (_, src) in sorted(want.items())},

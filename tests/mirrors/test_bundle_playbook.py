@@ -12,12 +12,12 @@ import os
 import re
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 from _module_util import ROOT
+from wheel_util import make_wheel
 
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_manifest as M
 from ansible_collections.llmops.sglang.plugins.module_utils import bundle_sbom as S
@@ -31,18 +31,7 @@ def wheelhouse_with_a_build(top: Path) -> Path:
     record (build.json, written last). The wheel is a minimal one of our own whose requirements the stand-in index
     serves as pure-Python wheels, so every Python of the target resolves them."""
     build = top / "sglang" / "31508332409d86fa"
-    build.mkdir(parents=True)
-    wheel = build / "sglang-0.5.9-py3-none-any.whl"
-    metadata = "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\nRequires-Dist: torch\nRequires-Dist: tqdm\n"
-    files = {
-        "sglang/__init__.py": "__version__ = '0.5.9'\n",
-        "sglang-0.5.9.dist-info/METADATA": metadata,
-        "sglang-0.5.9.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = "".join(f"{name},," + "\n" for name in [*files, "sglang-0.5.9.dist-info/RECORD"])
-    with zipfile.ZipFile(wheel, "w") as z:
-        for name, text in [*files.items(), ("sglang-0.5.9.dist-info/RECORD", record)]:
-            z.writestr(zipfile.ZipInfo(name, (2025, 1, 1, 0, 0, 0)), text)
+    wheel = make_wheel(build, "sglang", "0.5.9", ["torch", "tqdm"])
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     record = {"name": "sglang", "version": "0.5.9", "wheel": wheel.name, "sha256": sha,
               "inputs": {"python": "3.11", "torch": "2.9.1+cu128"}}  # fmt: skip

@@ -329,3 +329,37 @@ def test_a_bundle_for_another_fleet_is_refused_after_its_signature_and_before_an
     assert "safetensors" not in got["msg"]
     tampered = run_module("bundle_verify", {"root": str(root), "public_key": public, "host": HOST})
     assert tampered.get("failed") and "model-00001-of-00002.safetensors has sha256" in tampered["msg"], tampered
+
+
+def test_sync_makes_the_directories_hold_exactly_the_wanted_files(tmp_path):
+    """M.sync, the one way bundle_apt and bundle_wheels put files into a bundle's directories."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.whl").write_bytes(b"a")
+    (src / "b.deb").write_bytes(b"b")
+    root = tmp_path / "bundle"
+    (root / "wheels" / "old").mkdir(parents=True)
+    (root / "wheels" / "old" / "gone.whl").write_bytes(b"old")
+    (root / "keep.txt").write_text("outside the synced directories")
+    want = {"wheels/a.whl": str(src / "a.whl"), "apt/x/b.deb": str(src / "b.deb")}
+    dry = M.sync(str(root), ["wheels", "apt/x"], want, dry_run=True)
+    assert dry == (["apt/x/b.deb", "wheels/a.whl"], ["wheels/old/gone.whl"])
+    assert (root / "wheels" / "old" / "gone.whl").exists() and not (root / "apt").exists()
+    assert M.sync(str(root), ["wheels", "apt/x"], want) == dry
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == [
+        "apt/x/b.deb", "keep.txt", "wheels/a.whl"]  # fmt: skip
+    assert not (root / "wheels" / "old").exists()
+    assert M.sync(str(root), ["wheels", "apt/x"], want) == ([], [])
+    (src / "a.whl").write_bytes(b"changed")
+    assert M.sync(str(root), ["wheels", "apt/x"], want) == (["wheels/a.whl"], [])
+    assert (root / "wheels" / "a.whl").read_bytes() == b"changed"
+
+
+def test_sync_refuses_a_link_in_the_bundle_before_anything_changes(tmp_path):
+    root = tmp_path / "bundle"
+    (root / "wheels").mkdir(parents=True)
+    (root / "wheels" / "x.whl").symlink_to("/etc/passwd")
+    (root / "wheels" / "stale.whl").write_bytes(b"s")
+    with pytest.raises(M.ManifestError, match=r"found \S*x\.whl, which is not one"):
+        M.sync(str(root), ["wheels"], {})
+    assert (root / "wheels" / "stale.whl").exists()
