@@ -10,8 +10,13 @@ what any real host of that release needs, so the bundle installs on every host o
 has. The host's own apt configuration (``/etc/apt/apt.conf.d``: proxies, mirrors' settings) is kept without its hooks
 (they act on the host's own state); the sources, the preferences, the state and the cache are private.
 
-This file owns the checks of the request, the command lines of the private apt, the reading of apt's plan and the
-manifest source of each package file. Pure functions besides ``prepare``; no Ansible imports.
+The files of a release come with their own flat package index (``Packages``, as a flat repository serves it next to
+its files): a host installs from the bundle with apt's own resolver given the line ``deb [trusted=yes]
+file:DIR/apt/RELEASE ./``; the index is trusted because the signed manifest that lists it and every package file is
+verified first.
+
+This file owns the checks of the request, the command lines of the private apt, the reading of apt's plan, the
+package index and the manifest source of each package file. Pure functions besides ``prepare``; no Ansible imports.
 """
 
 from __future__ import annotations
@@ -192,6 +197,36 @@ def source(package, version, arch, release):
         "distro": release,
         "vendor": RELEASE.match(release).group("vendor"),
     }
+
+
+#: The package index of a release's files, beside them (apt's flat repository layout).
+INDEX = "Packages"
+
+
+def index_stanza(control, filename, size, sha256):
+    """One package's index entry: its control file as ``dpkg-deb -f FILE`` prints it (every field, continuation lines
+    kept) followed by where the file is relative to the index, its size and its sha256 (Debian policy 5.1's syntax,
+    the fields apt reads from a Packages file)."""
+    body = "\n".join(line for line in control.rstrip("\n").splitlines() if line.strip())
+    return "%s\nFilename: ./%s\nSize: %d\nSHA256: %s\n" % (body, filename, size, sha256)
+
+
+def index_text(stanzas):
+    """The index of a release's files: {file name: stanza}, in the order of the names (the same files always give
+    the same bytes)."""
+    return "\n".join(stanzas[name] for name in sorted(stanzas))
+
+
+def index_source(release):
+    """The index's manifest source (bundle_manifest.SOURCE_KINDS['index']): made by the bundle from the files of
+    ``apt/RELEASE``."""
+    return {"kind": "index", "name": "apt-packages-%s" % release, "of": "apt/%s" % release}
+
+
+def source_line(root, release):
+    """The apt source line that installs from a bundle's files of ``release`` on a host where the bundle is at
+    ``root`` (a flat repository over file:, trusted because the manifest listing its index was verified)."""
+    return "deb [trusted=yes] file:%s/apt/%s ./" % (root.rstrip("/"), release)
 
 
 def check_control(fields, package, version, arch):

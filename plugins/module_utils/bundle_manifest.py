@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 
 from ansible_collections.llmops.sglang.plugins.module_utils.private_files import copy_whole
 
@@ -47,6 +48,7 @@ SOURCE_KINDS = {
     "model": ("repo_id", "commit"),
     "pci_ids": ("url",),
     "patch": ("name",),
+    "index": ("name", "of"),
 }
 PUBLIC_KEY = re.compile(
     r"\A(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa|sk-ssh-ed25519@openssh\.com) [A-Za-z0-9+/=]+( [^\n]*)?\Z"
@@ -59,6 +61,9 @@ TARGET = {
     "driver_branch": (str, re.compile(r"\A[0-9]{3}\Z"), "a driver branch such as 580"),
     "cuda": (list, re.compile(r"\A[0-9]{1,2}\.[0-9]{1,2}\Z"), "CUDA toolkit versions such as 12.8"),
 }
+#: How each distribution's releases are named in a target's ``os`` (by the host's facts): Ubuntu by its version
+#: (ubuntu-24.04), Debian by its major version (debian-12; its point releases share one archive).
+RELEASE_NAMES = {"Ubuntu": ("ubuntu", "distribution_version"), "Debian": ("debian", "distribution_major_version")}
 IDENTITY = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")
 CHUNK = 1 << 20
 
@@ -172,6 +177,15 @@ def check_target(target):
     return out
 
 
+def release_of(facts):
+    """The OS release of a host as a target names it (``ubuntu-24.04``, ``debian-12``) from its Ansible facts; '' for
+    a distribution bundles are not made for."""
+    name, key = RELEASE_NAMES.get(str(facts.get("distribution", "")), (None, None))
+    value = str(facts.get(key) or "") if name else ""
+    release = "%s-%s" % (name, value)
+    return release if value and TARGET["os"][1].match(release) else ""
+
+
 def target_problems(target, host):
     """What keeps a host from installing a bundle made for ``target``, one sentence each (empty: it may). ``host`` names
     the same keys for this host (``cuda``: the toolkits it is to install; a key it omits is not compared)."""
@@ -267,6 +281,23 @@ def problems(root, manifest):
             digest = sha256_file(full)
             if digest != e["sha256"]:
                 out.append("%s has sha256 %s; the manifest says %s" % (rel, digest[:16], e["sha256"][:16]))
+    return out
+
+
+def ownership_problems(root, uid=0, limit=3):
+    """The bundle's directories and files (``root`` itself included) that an account other than ``uid`` owns or that
+    its group or others may write, one sentence each (at most ``limit``): such an account could change a file after it
+    was verified and before it is installed."""
+    out = []
+    for path, dirs, files in os.walk(root):
+        for full in [path] + [os.path.join(path, n) for n in dirs + files]:
+            st = os.lstat(full)
+            if st.st_uid != uid:
+                out.append("%s is owned by uid %d" % (full, st.st_uid))
+            elif stat.S_IMODE(st.st_mode) & 0o022:
+                out.append("%s is writable by its group or others (mode %04o)" % (full, stat.S_IMODE(st.st_mode)))
+            if len(out) >= limit:
+                return out
     return out
 
 

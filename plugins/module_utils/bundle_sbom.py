@@ -65,11 +65,11 @@ def purl(source):
     if kind == "pci_ids":
         return PackageURL("generic", None, "pci.ids", source.get("version") or None,
                           {"download_url": source["url"]}).to_string()  # fmt: skip
-    return PackageURL("generic", None, source["name"], source.get("version") or None).to_string()  # a patch
+    return PackageURL("generic", None, source["name"], source.get("version") or None).to_string()  # a patch, an index
 
 
 TYPES = {"apt": "APPLICATION", "wheel": "LIBRARY", "git": "LIBRARY", "model": "MACHINE_LEARNING_MODEL",
-         "pci_ids": "DATA", "patch": "FILE"}  # fmt: skip
+         "pci_ids": "DATA", "patch": "FILE", "index": "DATA"}  # fmt: skip
 
 
 def _name(source):

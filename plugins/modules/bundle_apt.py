@@ -20,7 +20,10 @@ description:
     runs after an update or around dpkg (they act on the host's own state).
   - Every source must name its keyring (C(signed-by)); apt checks each repository's signature and each package's hash.
   - Package files in C(apt/RELEASE/) that the closure no longer holds are removed, so the directory is exactly the
-    closure; returns each file's manifest source for M(llmops.sglang.bundle_manifest).
+    closure and its package index C(Packages) (each file's control fields, size and sha256, in file-name order), which
+    makes the directory a flat repository a host installs from with C(deb [trusted=yes] file:DIR/apt/RELEASE ./)
+    once the signed manifest that lists the index and the files is verified; returns each file's manifest source for
+    M(llmops.sglang.bundle_manifest).
   - A request that is not well formed, a source apt cannot read or a package it cannot resolve is refused in one
     line before anything in the bundle changes.
   - Supports check mode (reads the sources into the private state and reports which files would be added or
@@ -110,7 +113,7 @@ sources:
   returned: success
   type: dict
 added:
-  description: Files added or replaced in the bundle.
+  description: Files added or replaced in the bundle (the package index among them when it changed).
   returned: success
   type: list
   elements: str
@@ -199,6 +202,9 @@ def main():
             "download the packages for %s" % release,
             "check the sources and the free space of %s" % state_dir,
         )
+    stanzas = {}
+    index = os.path.join(state_dir, A.INDEX)
+    if not module.check_mode:
         for name, (package, version, arch) in sorted(want.items()):
             cached = os.path.join(paths["archives"], name)
             if not os.path.isfile(cached):
@@ -206,15 +212,20 @@ def main():
                     msg="expected apt to download %s; found no file in %s; nothing was recorded"
                     % (name, paths["archives"])
                 )
-            rc, out, err = module.run_command(["dpkg-deb", "-f", cached, "Package", "Version", "Architecture"])
+            rc, out, err = module.run_command(["dpkg-deb", "-f", cached], environ_update={"LC_ALL": "C"})
             differ = A.check_control(A.parse_control(out), package, version, arch) if rc == 0 else err.strip()
             if differ:
                 module.fail_json(msg="%s: %s; remove %s and run again" % (name, differ, cached))
+            stanzas[name] = A.index_stanza(out, name, os.path.getsize(cached), M.sha256_file(cached))
+        with open(index, "w") as f:
+            f.write(A.index_text(stanzas))
+    files = {"%s/%s" % (rel_dir, name): os.path.join(paths["archives"], name) for name in want}
+    files["%s/%s" % (rel_dir, A.INDEX)] = index
     try:
         added, removed = M.sync(
             root,
             [rel_dir],
-            {"%s/%s" % (rel_dir, name): os.path.join(paths["archives"], name) for name in want},
+            files,
             prefix=".bundle-apt-",
             dry_run=module.check_mode,
         )
@@ -228,6 +239,7 @@ def main():
         sources[rel] = A.source(package, version, arch, release)
         if os.path.isfile(os.path.join(root, rel)):
             size += os.path.getsize(os.path.join(root, rel))
+    sources["%s/%s" % (rel_dir, A.INDEX)] = A.index_source(release)
     module.exit_json(
         changed=bool(added or removed), packages=packages, sources=sources, added=added, removed=removed, bytes=size
     )

@@ -36,7 +36,7 @@ options:
   sources:
     description:
       - Where each file came from, keyed by its path relative to O(root). Each value is a mapping with C(kind)
-        (C(apt), C(wheel), C(git), C(model), C(pci_ids) or C(patch)) and the fields that kind names
+        (C(apt), C(wheel), C(git), C(model), C(pci_ids), C(patch) or C(index)) and the fields that kind names
         (docs/air-gapped.md).
     type: dict
     required: true

@@ -39,6 +39,13 @@ options:
         left out is not compared). When the signed manifest names a target, a host outside it is refused in one
         sentence saying what differs, before any file is hashed.
     type: dict
+  root_owned:
+    description:
+      - Also refuse a bundle whose directories or files (O(root) itself included) another account than root owns or
+        that their group or others may write, before the signature is checked; such an account could change a file
+        after it was verified and before it is installed. Where the roles install from the bundle they ask for it.
+    type: bool
+    default: false
   ssh_keygen:
     description: Path or name of ssh-keygen (OpenSSH 8.1 or later).
     type: str
@@ -76,6 +83,12 @@ bytes:
   returned: success
   type: int
   sample: 498221003776
+target:
+  description: The fleet the signed manifest says the bundle is for (null when it names none).
+  returned: success
+  type: dict
+  sample: {"os": ["ubuntu-24.04"], "arch": "x86_64", "gpu_archs": ["sm_120"], "driver_branch": "580",
+           "cuda": ["12.8"]}
 """
 
 import os
@@ -94,6 +107,7 @@ def main():
             "identity": {"type": "str", "default": "llmops-bundle"},
             "ssh_keygen": {"type": "str", "default": "ssh-keygen", "no_log": False},
             "host": {"type": "dict"},
+            "root_owned": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -107,6 +121,11 @@ def main():
     if not keygen:
         module.fail_json(msg="expected ssh-keygen (OpenSSH) on the host to verify the bundle; found none; install "
                          "openssh-client from the bundle's packages")  # fmt: skip
+    if p["root_owned"] and os.path.isdir(root):
+        loose = M.ownership_problems(root)
+        if loose:
+            module.fail_json(msg="expected the bundle at %s to be root's alone; %s; nothing was installed - run "
+                             "chown -R root:root and chmod -R go-w on it" % (root, "; ".join(loose)))  # fmt: skip
     manifest_file, sig_file = os.path.join(root, M.MANIFEST), os.path.join(root, M.SIGNATURE)
     for path in (manifest_file, sig_file):
         if not os.path.isfile(path) or os.path.islink(path):
@@ -142,7 +161,7 @@ def main():
                          "nothing was installed - copy the bundle again from its source"
                          % (root, "; ".join(found[:3]), more), problems=found[:50])  # fmt: skip
     module.exit_json(changed=False, bundle=manifest.get("bundle"), files=len(manifest["files"]),
-                     bytes=sum(e["size"] for e in manifest["files"]))  # fmt: skip
+                     bytes=sum(e["size"] for e in manifest["files"]), target=manifest.get("target"))  # fmt: skip
 
 
 if __name__ == "__main__":

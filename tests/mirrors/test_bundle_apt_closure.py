@@ -16,6 +16,8 @@ from _module_util import ROOT, _env
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.llmops.sglang.plugins.module_utils import bundle_apt as A
+
 pytestmark = pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt-get")
 
 MODULE = "ansible_collections.llmops.sglang.plugins.modules.bundle_apt"
@@ -77,6 +79,22 @@ def request_for(built, server, tmp_path):
     return make
 
 
+def offline_plan(root, state_dir, packages):
+    """What apt plans for ``packages`` given only the bundle's own files of ubuntu-24.04 as its source (the line a host
+    installing from the bundle gets), with the same pin: [(package, version, arch)]."""
+    line = A.source_line(str(root), "ubuntu-24.04")
+    assert line == f"deb [trusted=yes] file:{root}/apt/ubuntu-24.04 ./"
+    paths = A.prepare(str(state_dir), [line], driver_pin(PINNED))
+    opts = A.options(paths, "x86_64", True)
+    env = {"LC_ALL": "C", "PATH": os.environ["PATH"]}
+    subprocess.run(A.update_argv(opts), capture_output=True, text=True, env=env, check=True, timeout=120)
+    plan = subprocess.run(
+        A.plan_argv(opts, list(packages)), capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    return A.parse_plan(plan.stdout)
+
+
 def host_apt_state():
     """What the host's own apt has: its lists and archives by name and size, and its dpkg status's hash."""
     seen = {}
@@ -103,7 +121,12 @@ def test_the_driver_closure_lands_in_the_bundle_once_and_a_new_pin_replaces_it(r
     assert set(names.values()) >= {PINNED}
     dest = tmp_path / "bundle" / "apt" / "ubuntu-24.04"
     files = sorted(p.name for p in dest.iterdir())
-    assert files == sorted(Path(e["path"]).name for e in res["packages"]) == sorted(res["added"])
+    assert files == sorted([Path(e["path"]).name for e in res["packages"]] + ["Packages"]) == sorted(res["added"])
+    assert res["sources"]["apt/ubuntu-24.04/Packages"] == {
+        "kind": "index",
+        "name": "apt-packages-ubuntu-24.04",
+        "of": "apt/ubuntu-24.04",
+    }
     for e in res["packages"]:
         fields = subprocess.run(
             ["dpkg-deb", "-f", tmp_path / "bundle" / e["path"], "Package", "Version"],
@@ -120,7 +143,10 @@ def test_the_driver_closure_lands_in_the_bundle_once_and_a_new_pin_replaces_it(r
             "distro": "ubuntu-24.04",
             "vendor": "ubuntu",
         }
-    assert res["bytes"] == sum(p.stat().st_size for p in dest.iterdir())
+    assert res["bytes"] == sum(p.stat().st_size for p in dest.iterdir() if p.name != "Packages")
+    assert offline_plan(tmp_path / "bundle", tmp_path / "offline-state", pkgs) == sorted(
+        (e["package"], e["version"], e["arch"]) for e in res["packages"]
+    )
     assert oct((tmp_path / "apt-state" / "ubuntu-24.04-amd64").stat().st_mode & 0o777) == "0o700"
 
     again, out = run(request_for(*pkgs))
@@ -133,9 +159,9 @@ def test_the_driver_closure_lands_in_the_bundle_once_and_a_new_pin_replaces_it(r
 
     newer, out = run(request_for(*(p.replace(PINNED, NEWER) for p in pkgs)))
     assert newer["changed"] is True, out
-    assert sorted(newer["removed"]) == files == sorted(check["removed"])
+    assert sorted(newer["removed"]) == sorted(set(files) - {"Packages"}) == sorted(check["removed"])
     assert {e["version"] for e in newer["packages"] if e["package"].endswith("580")} == {NEWER}
-    assert sorted(p.name for p in dest.iterdir()) == sorted(newer["added"]) == sorted(check["added"])
+    assert sorted(p.name for p in dest.iterdir()) == sorted(newer["added"]) == sorted(check["added"] + ["Packages"])
     assert host_apt_state() == before
 
 

@@ -167,6 +167,8 @@ def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproduci
         ({"bundle_os": ["rhel-9"]}, "Expected each OS release of bundle_os to be a ubuntu or debian release"),
         ({"bundle_apt_sources": {"ubuntu-24.04": "deb http://x/ /"}}, "Expected bundle_apt_sources to map"),
         ({"llmops_driver_version": "580.95.05-1"}, "llmops_driver_version"),
+        ({"bundle_kernels": {"ubuntu-24.04": ["6.8.0-60-generic; rm -rf /"]}}, "Expected bundle_kernels to map"),
+        ({"bundle_kernels": {"ubuntu-22.04": ["6.8.0-60-generic"]}}, "Expected bundle_kernels to map"),
     ],
 )
 def test_bad_settings_are_refused_before_anything_is_collected(bundle_run, tmp_path, extra, expected):
@@ -193,7 +195,7 @@ def test_a_fleet_without_nvswitch_gets_no_fabric_manager_and_only_the_pieces_ask
     manifest = json.loads((bundle / M.MANIFEST).read_text())
     kinds = {e["source"]["kind"] for e in manifest["files"]}
     packages = {e["source"].get("package") for e in manifest["files"]}
-    assert kinds == {"apt"} and "nvidia-fabricmanager" not in packages and "nvidia-utils-580" in packages
+    assert kinds == {"apt", "index"} and "nvidia-fabricmanager" not in packages and "nvidia-utils-580" in packages
     assert not (bundle / M.SIGNATURE).exists() and "not signed yet" in out
 
 
@@ -205,3 +207,19 @@ def test_a_dry_run_checks_the_settings_and_collects_nothing(bundle_run, tmp_path
     assert not (tmp_path / "bundle").exists() and not (tmp_path / "bundle.work").exists()
     rc, out = run(tmp_path / "bundle", check=True, bundle_os=["rhel-9"])
     assert rc != 0 and "Expected each OS release of bundle_os" in out
+
+
+def test_a_release_with_its_own_sources_also_asks_for_the_roles_other_packages(bundle_run, built, server, tmp_path):
+    """With the release's own sources the closure includes the virtualenv's packages and the fleet's kernel headers:
+    NVIDIA's repository stand-in, given as the release's only source, has neither, and apt names the first it lacks.
+    (Without the release's own sources, the test above bundles NVIDIA's packages alone.)"""
+    run, _ = bundle_run
+    keyring = built["out"] / "keys" / "cuda-archive-keyring.gpg"
+    nvidia = f"deb [signed-by={keyring}] {server['apt']} /"
+    only_apt = {"bundle_model": False, "bundle_pci_ids": False, "bundle_wheels": False, "bundle_git": False}
+    rc, out = run(tmp_path / "bundle", bundle_os=["debian-12"], bundle_apt_sources={"debian-12": [nvidia]},
+                  bundle_kernels={"debian-12": ["6.1.0-28-amd64"]}, **only_apt)  # fmt: skip
+    assert rc != 0 and "Traceback" not in out
+    assert "apt could not resolve the packages for debian-12: Unable to locate package python3-venv" in out, out[-3000:]
+    assert '"python3-venv", "linux-headers-6.1.0-28-amd64"]' in out, out[-3000:]
+    assert '"git"' not in out  # the build tools only where the bundle holds git sources to build from

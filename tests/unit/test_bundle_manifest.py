@@ -71,7 +71,7 @@ def test_two_manifests_of_the_same_bundle_are_byte_identical(tmp_path):
     "change, says",
     [
         ({"pci.ids": None}, "expected a source for every file of the bundle; found none for pci.ids"),
-        ({"pci.ids": {"kind": "ftp", "url": "x"}}, "kind one of apt, git, model, patch, pci_ids, wheel"),
+        ({"pci.ids": {"kind": "ftp", "url": "x"}}, "kind one of apt, git, index, model, patch, pci_ids, wheel"),
         ({"pci.ids": {"kind": "wheel", "name": "torch"}}, "to name name, version; found none for version"),
         ({"extra.whl": {"kind": "wheel", "name": "x", "version": "1"}}, "found none for extra.whl"),
     ],

@@ -47,6 +47,8 @@ def manifest_of(tmp_path):
         ({"kind": "pci_ids", "url": "https://pci-ids.ucw.cz/v2.2/pci.ids"},
          "pkg:generic/pci.ids?download_url=https://pci-ids.ucw.cz/v2.2/pci.ids"),
         ({"kind": "patch", "name": "sm120-smem"}, "pkg:generic/sm120-smem"),
+        ({"kind": "index", "name": "apt-packages-ubuntu-24.04", "of": "apt/ubuntu-24.04"},
+         "pkg:generic/apt-packages-ubuntu-24.04"),
     ],
 )  # fmt: skip
 def test_each_source_kind_is_named_by_its_package_url(source, expected):
