@@ -29,7 +29,7 @@ docs: venv
 
 help:
 	@sed -n '1,5p' Makefile | sed 's/^# \{0,1\}//'
-	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock toolchain-check test-example changelog ee-context"
+	@echo "Other targets: setup lint unit molecule demo-down sim-clean sanity bench lock toolchain-check test-example test-offline changelog ee-context"
 
 setup: host-packages venv ## idempotent: installs only what is missing
 
@@ -155,6 +155,10 @@ test-revisions: venv ## model revision switch, fault + rollback, rollback.yml, r
 .PHONY: test-example
 test-example: venv ## the shipped example inventory on four simulated nodes (under the node lock)
 	LLMOPS_EXAMPLE_E2E=1 bash scripts/pytest-run -p no:cacheprovider -s tests/integration/test_example_inventory_on_nodes.py -m node
+
+.PHONY: test-offline
+test-offline: venv ## an air-gapped install from an offline bundle on one simulated node (under the node lock)
+	LLMOPS_OFFLINE_E2E=1 bash scripts/pytest-run -p no:cacheprovider -s tests/integration/test_offline_bundle_on_node.py -m node
 
 # --- releases (CONTRIBUTING.md, Releases): antsibull-changelog over changelogs/, the execution environment ----------
 .PHONY: changelog-lint changelog ee-context

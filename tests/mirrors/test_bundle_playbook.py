@@ -88,7 +88,7 @@ def bundle_run(built, server, tmp_path):
     return run, key
 
 
-def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproducible(bundle_run, tmp_path):
+def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproducible(bundle_run, server, tmp_path):
     run, key = bundle_run
     first = tmp_path / "bundle"
     rc, out = run(first)
@@ -133,6 +133,13 @@ def test_the_bundle_holds_the_closure_the_model_and_pci_ids_signed_and_reproduci
         ["git", "-C", str(clone), "describe", "--tags"], capture_output=True, text=True, check=True
     )
     assert described.stdout.strip() == "v0.5.9"
+    # the commit each build's ref named, as the hosts resolve it (git ls-remote), for hosts without a route
+    assert files["git/refs.json"] == {"kind": "index", "name": "git-refs", "of": "git"}
+    refs = json.loads((first / "git" / "refs.json").read_text())
+    assert set(refs) == {"sglang", "flash-attn"}
+    assert refs["sglang"]["url"] == server["git"] + "sgl-project/sglang.git" and refs["sglang"]["ref"] == "v0.5.9"
+    listed = dict(reversed(line.split("\t")) for line in refs["sglang"]["ls_remote"].splitlines())
+    assert source["commit"] in (listed.get("refs/tags/v0.5.9^{}"), listed.get("refs/tags/v0.5.9")), refs
     assert not [p for p in first.rglob("*") if ".partial" in p.name or p.name.startswith(".bundle-")]
 
     # the hosts' own check accepts it: the signature by the operator's key, every file's hash, the host in the target
@@ -221,5 +228,5 @@ def test_a_release_with_its_own_sources_also_asks_for_the_roles_other_packages(b
                   bundle_kernels={"debian-12": ["6.1.0-28-amd64"]}, **only_apt)  # fmt: skip
     assert rc != 0 and "Traceback" not in out
     assert "apt could not resolve the packages for debian-12: Unable to locate package python3-venv" in out, out[-3000:]
-    assert '"python3-venv", "linux-headers-6.1.0-28-amd64"]' in out, out[-3000:]
+    assert '"python3-venv", "nftables", "logrotate", "linux-headers-6.1.0-28-amd64"]' in out, out[-3000:]
     assert '"git"' not in out  # the build tools only where the bundle holds git sources to build from

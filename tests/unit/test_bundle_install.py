@@ -278,3 +278,33 @@ def test_a_bundle_another_account_could_change_is_refused_before_its_signature(t
     rc, out = run_offline(tmp_path, {"llmops_bundle_dir": str(root), "llmops_bundle_public_key": public})
     assert rc != 0 and PASSED not in out, out
     assert says in out and "to be root's alone" in out and "chown -R root:root" in out, out
+
+
+@pytest.mark.parametrize(
+    "settings, says",
+    [
+        ({"llmops_bundle_dir": "srv/bundle"}, "Expected llmops_bundle_dir to be an absolute path"),
+        ({"llmops_bundle_dir": "/srv/bundle"}, "Expected llmops_bundle_public_key to be the one line"),
+    ],
+)
+def test_preflight_refuses_bad_bundle_settings_before_any_change(tmp_path, settings, says):
+    play = tmp_path / "inventory-check.yml"
+    play.write_text("""
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  roles:
+    - role: llmops.sglang.llmops_defaults
+  tasks:
+    - name: Run preflight's inventory checks alone
+      ansible.builtin.include_role:
+        name: llmops.sglang.preflight
+        tasks_from: inventory
+""")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(play),
+           "-e", json.dumps({"ansible_python_interpreter": sys.executable, **settings})]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
+    out = " ".join((p.stdout + p.stderr).split())
+    assert p.returncode != 0 and f"localhost: nothing was changed. {says}" in out, out[-2000:]
+    assert "Traceback" not in out
