@@ -9,6 +9,7 @@ import os
 import platform
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -66,38 +67,43 @@ def signed_bundle(tmp: Path, key: Path, *, os_releases=None, gpu_archs=("sm_120"
     return root
 
 
-PLAY = """
+HEAD = """
 - hosts: localhost
   connection: local
-  gather_facts: true
+  gather_facts: {facts}
   gather_subset: [min]
   roles:
     - role: llmops.sglang.llmops_defaults
   tasks:
-    - name: Run preflight's offline bundle check alone
-      ansible.builtin.include_role:
-        name: llmops.sglang.preflight
-        tasks_from: offline
-    - name: Show what the driver stage would write and read
-      ansible.builtin.include_vars:
-        file: {vars_file}
-        name: repo
-    - name: Say that the checks let the run through
-      ansible.builtin.debug:
-        msg: "{passed} {{{{ preflight_bundle.target | llmops.sglang.bundle_host_problems({{'gpu_archs': gpus}}) }}}}"
-      vars:
-        gpus: {gpus}
+"""
+
+
+def playbook(tmp_path: Path, tasks: str, variables: dict, *, facts: bool = True) -> subprocess.CompletedProcess:
+    """ansible-playbook on localhost (this checkout's collection and ansible.cfg) of a play with llmops_defaults first
+    and ``tasks`` (YAML, indented as a play's tasks), with ``variables`` as extra vars."""
+    play = tmp_path / "play.yml"
+    play.write_text(HEAD.format(facts=str(facts).lower()) + textwrap.indent(textwrap.dedent(tasks), "    "))
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(play),
+           "-e", json.dumps({"ansible_python_interpreter": sys.executable, **variables})]  # fmt: skip
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
+
+
+OFFLINE_CHECK = """
+- name: Run preflight's offline bundle check alone
+  ansible.builtin.include_role:
+    name: llmops.sglang.preflight
+    tasks_from: offline
+- name: Say that the checks let the run through
+  ansible.builtin.debug:
+    msg: "{passed} {{{{ preflight_bundle.target | llmops.sglang.bundle_host_problems({{'gpu_archs': gpus}}) }}}}"
+  vars:
+    gpus: {gpus}
 """
 
 
 def run_offline(tmp_path: Path, variables: dict, gpus=("sm_120",)) -> tuple[int, str]:
-    play = tmp_path / "play.yml"
-    play.write_text(PLAY.format(vars_file=ROOT / "roles/nvidia_repo/vars/main.yml", passed=PASSED,
-                                gpus=json.dumps(list(gpus))))  # fmt: skip
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(play),
-           "-e", json.dumps({"ansible_python_interpreter": sys.executable, **variables})]  # fmt: skip
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
+    p = playbook(tmp_path, OFFLINE_CHECK.format(passed=PASSED, gpus=json.dumps(list(gpus))), variables)
     return p.returncode, " ".join((p.stdout + p.stderr).split())
 
 
@@ -190,31 +196,21 @@ def test_a_hosts_release_is_named_as_the_bundle_names_it(facts, release):
 
 
 SHOW = """
-- hosts: localhost
-  connection: local
-  gather_facts: true
-  gather_subset: [min]
-  roles:
-    - role: llmops.sglang.llmops_defaults
-  tasks:
-    - name: Read the roles' values
-      ansible.builtin.include_vars: "{{{{ item }}}}"
-      loop: {files}
-    - name: Show them
-      ansible.builtin.debug:
-        msg: "SHOW {{{{ {names} }}}} END"
+- name: Read the roles' values
+  ansible.builtin.include_vars: "{{{{ item }}}}"
+  loop: {files}
+- name: Show them
+  ansible.builtin.debug:
+    msg: "SHOW {{{{ {names} }}}} END"
 """
 
 
 def show(tmp_path: Path, files: list[str], names: list[str], variables: dict) -> dict:
     """The values of ``names`` as the roles' own defaults and vars files (``files``) render them on this host."""
-    play = tmp_path / "show.yml"
-    play.write_text(SHOW.format(files=json.dumps([str(ROOT / f) for f in files]),
-                                names="{" + ", ".join(f"'{n}': {n}" for n in names) + "} | to_json"))  # fmt: skip
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(play),
-           "-e", json.dumps({"ansible_python_interpreter": sys.executable, **variables})]  # fmt: skip
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=True, timeout=300)
+    tasks = SHOW.format(files=json.dumps([str(ROOT / f) for f in files]),
+                        names="{" + ", ".join(f"'{n}': {n}" for n in names) + "} | to_json")  # fmt: skip
+    p = playbook(tmp_path, tasks, variables)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     text = " ".join(p.stdout.split()).replace('\\"', '"')
     return json.loads(text[text.index("SHOW ") + 5 : text.index(" END")])
 
@@ -288,23 +284,13 @@ def test_a_bundle_another_account_could_change_is_refused_before_its_signature(t
     ],
 )
 def test_preflight_refuses_bad_bundle_settings_before_any_change(tmp_path, settings, says):
-    play = tmp_path / "inventory-check.yml"
-    play.write_text("""
-- hosts: localhost
-  connection: local
-  gather_facts: false
-  roles:
-    - role: llmops.sglang.llmops_defaults
-  tasks:
+    tasks = """
     - name: Run preflight's inventory checks alone
       ansible.builtin.include_role:
         name: llmops.sglang.preflight
         tasks_from: inventory
-""")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT))
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(play),
-           "-e", json.dumps({"ansible_python_interpreter": sys.executable, **settings})]  # fmt: skip
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=300)
+    """
+    p = playbook(tmp_path, tasks, settings, facts=False)
     out = " ".join((p.stdout + p.stderr).split())
     assert p.returncode != 0 and f"localhost: nothing was changed. {says}" in out, out[-2000:]
     assert "Traceback" not in out
