@@ -99,13 +99,17 @@ def test_the_check_runs_in_validate_before_anything_changes():
     assert topology and all(set(t) - {"name"} == {"ansible.builtin.set_fact"} for t in topology), topology
     assert modules - {"gpu_facts", "include_role", "include_tasks"} <= read_only, modules  # nothing changes the host
     # ... and the discovery the server includes installs nothing: its one package step is preflight's own
-    # (guarded by preflight_discover_installs, which only preflight's gpus.yml sets).
+    # (guarded by preflight_discover_installs, which only preflight's gpus.yml sets, true unless installing from an
+    # offline bundle).
     discover = yaml.safe_load((ROLE.parent / "preflight" / "tasks" / "discover.yml").read_text())
     flat = [t for task in discover for t in [task, *task.get("block", []), *task.get("always", [])]]
     installs = [t for t in flat if {"ansible.builtin.apt", "ansible.builtin.package"} & set(t)]
     assert installs and all("preflight_discover_installs | default(false) | bool" in t["when"] for t in installs)
-    gpus = (ROLE.parent / "preflight" / "tasks" / "gpus.yml").read_text()
-    assert "preflight_discover_installs: true" in gpus
+    gpus = yaml.safe_load((ROLE.parent / "preflight" / "tasks" / "gpus.yml").read_text())
+    key = "preflight_discover_installs"
+    sets = [t["vars"][key] for t in gpus if key in t.get("vars", {})]
+    # installs only without an offline bundle (whose host has no route to apt's sources)
+    assert sets == ["{{ llmops_bundle_dir | length == 0 }}"], sets
     assert "preflight_discover_installs" not in "".join(
         p.read_text() for p in ROLE.parent.glob("*/tasks/*.yml") if p.parent.parent.name != "preflight"
     )
