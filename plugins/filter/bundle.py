@@ -36,9 +36,10 @@ def bundle_release(facts):
     return _manifest.release_of(_plain(dict(facts or {})))
 
 
-def bundle_apt_source(bundle_dir, release):
-    """The apt source line of the bundle's package files for ``release`` on a host with the bundle at ``bundle_dir``."""
-    return _apt.source_line(str(bundle_dir), str(release))
+def bundle_apt_source(bundle_dir, release, url=False):
+    """The apt source line of the bundle's package files for ``release`` on a host with the bundle at ``bundle_dir``
+    (with ``url``: the repository's URL)."""
+    return (_apt.index_url if url else _apt.source_line)(str(bundle_dir), str(release))
 
 
 def bundle_host_problems(target, host):

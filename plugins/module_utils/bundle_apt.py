@@ -223,10 +223,20 @@ def index_source(release):
     return {"kind": "index", "name": "apt-packages-%s" % release, "of": "apt/%s" % release}
 
 
+def repo_dir(root, release):
+    """The directory of a bundle's files of ``release`` (with their index) on a host where the bundle is at ``root``."""
+    return "%s/apt/%s" % (root.rstrip("/"), release)
+
+
 def source_line(root, release):
     """The apt source line that installs from a bundle's files of ``release`` on a host where the bundle is at
     ``root`` (a flat repository over file:, trusted because the manifest listing its index was verified)."""
-    return "deb [trusted=yes] file:%s/apt/%s ./" % (root.rstrip("/"), release)
+    return "deb [trusted=yes] file:%s ./" % repo_dir(root, release)
+
+
+def index_url(root, release):
+    """The URL of that flat repository, as the index check reads it (``Packages`` under it)."""
+    return "file://%s/" % repo_dir(root, release)
 
 
 def check_control(fields, package, version, arch):
