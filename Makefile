@@ -59,6 +59,7 @@ lint: venv
 	python scripts/role-docs.py --check
 	python scripts/role_reads.py
 	python scripts/run-figures.py --check
+	python scripts/bundle-figures.py --check
 	yamllint -s .
 	ansible-lint
 	ruff check .
