@@ -98,9 +98,12 @@ def ssh_key() -> str:
 
 
 @contextlib.contextmanager
-def booted_nodes(nodes: dict[str, tuple[str, ...]], *, driver: str = "580.95.05", mirrors: bool = False):
+def booted_nodes(
+    nodes: dict[str, tuple[str, ...]], *, driver: str = "580.95.05", mirrors: bool = False, bind: str = ""
+):
     """Boot simulated nodes ({name: (ip, GPU profile)}, or (ip, profile, os) for another operating system's identity,
-    sim/os/README.md) for a test module and power off exactly those nodes afterwards, also on failure.
+    sim/os/README.md) for a test module and power off exactly those nodes afterwards, also on failure. ``bind``
+    (HOSTDIR:NODEDIR): a host directory every one of these nodes mounts, as a shared file system.
 
     A node of ours left by an interrupted run is powered off first (it would keep its old state). ``mirrors``: serve
     the local mirrors on the bridge first. The teardown is never --all: other engineers' nodes stay up (and under
@@ -112,7 +115,7 @@ def booted_nodes(nodes: dict[str, tuple[str, ...]], *, driver: str = "580.95.05"
         if mirrors:
             sim_node("mirrors", "up", timeout=900)
         for name, (ip, profile, *os_name) in nodes.items():
-            extra = ("--os", os_name[0]) if os_name else ()
+            extra = (("--os", os_name[0]) if os_name else ()) + (("--bind", bind) if bind else ())
             up = sim_node("up", name, ip, "--profile", profile, "--driver", driver, *extra, check=False, timeout=600)
             assert up.returncode == 0, f"sim/node up {name} {ip} failed:\n{up.stderr}"
         yield

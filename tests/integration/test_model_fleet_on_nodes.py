@@ -6,6 +6,9 @@ stand-in on the bridge (paced per connection, so one host's download takes secon
 fl2 and fl3 copy from fl1 over the LAN. Prints the wall-time ratio (a figure, not asserted: no timed asserts in
 tests; `make bench` measures the same ratio on one machine).
 
+The three nodes also mount one host directory at SHARED (sim/node up --bind), as they would one NFS export: with
+model_storage shared, one of them downloads under the lock on the share and the other two wait and verify.
+
 Environment: FL_NODE_PREFIX (default fl), FL_NODE_BASE (default 71: addresses 10.213.0.71-73).
 """
 
@@ -38,6 +41,7 @@ BRIDGE = "10.213.0.1"
 REPO = "sim-org/fleet-model"
 RATE = 256 * 1024  # bytes/s per connection at the hub: the download, not Ansible, dominates the wall time
 MIB = 1 << 20
+SHARED = "/srv/shared-models"  # where each node mounts the one shared directory
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +74,12 @@ def fleet(tmp_path_factory):
         timeout=300,
     )
     control = Path(f"/tmp/fl-ssh-{os.getpid()}")  # ssh ControlMaster sockets (short path: sun_path limit)
-    with booted_nodes({name: (ip, "none") for name, ip in HOSTS.items()}), contextlib.ExitStack() as cleanup:
+    shared = work / "shared"
+    shared.mkdir()
+    with (
+        booted_nodes({name: (ip, "none") for name, ip in HOSTS.items()}, bind=f"{shared}:{SHARED}"),
+        contextlib.ExitStack() as cleanup,
+    ):
         cleanup.callback(shutil.rmtree, control, ignore_errors=True)
         control.mkdir(exist_ok=True)
         nodes = {ip: Node(name, ip, ssh_key(), control) for name, ip in HOSTS.items()}
@@ -110,7 +119,7 @@ def served_fleet(work, out, nodes, cleanup) -> dict:
     files = meta["commits"][meta["refs"]["main"]]["files"]
     for node in nodes.values():
         node.sh("systemctl is-system-running --wait >/dev/null || true", timeout=120)
-    return {"nodes": nodes, "inv": inv, "urls": urls, "files": files, "work": work}
+    return {"nodes": nodes, "inv": inv, "urls": urls, "files": files, "work": work, "shared": work / "shared"}
 
 
 def requests_log(urls):
@@ -210,3 +219,34 @@ def test_the_hub_serves_the_model_once_for_three_hosts_and_every_host_verifies_i
         f"\nfleet of 3: one host {solo:.1f} s, three hosts {wall:.1f} s, ratio {wall / solo:.2f} (target <= 1.5); "
         f"hub served {model_bytes / MIB:.1f} MiB once"
     )
+
+
+def test_three_hosts_on_one_shared_model_directory_download_once_and_each_verifies(fleet):
+    """model_storage shared: the hub serves the bytes once, to one host; every host reads the complete snapshot through
+    its own mount, and the share keeps no partial file and no lock."""
+    model_bytes = sum(f["size"] for f in fleet["files"])
+    model_dir = f"{SHARED}/glm"
+    t = time.time()
+    _, out = run_model(fleet, "all", {"llmops_model_dir": model_dir, "model_storage": "shared"})
+    served = [r for r in requests_log(fleet["urls"]) if r["time"] >= t and r["listener"] in ("hub", "cdn")]
+    assert hub_file_bytes(fleet["urls"], t) == model_bytes  # 1.00 x: once, not three times
+    downloaders = {r["client"] for r in served if "/api/" not in r["path"] and r["bytes"]}
+    assert len(downloaders) == 1, f"file bytes went to {sorted(downloaders)}: expected one host"
+    for ip in HOSTS.values():
+        assert_verified_copy(fleet, ip, model_dir)
+    # a host that came while the download ran waited for the host that downloaded (the progress line names the lock's
+    # holder), and that host never waited (how many came while it ran depends on the machine's speed: not asserted)
+    (downloader,) = [name for name, ip in HOSTS.items() if ip in downloaders]
+    waits = set(re.findall(r"\[model\] (\S+): \d+/\d+ files verified by (\S+)", out))
+    assert all(holder == downloader != host for host, holder in waits), (downloader, waits)
+    left = sorted(
+        str(p.relative_to(fleet["shared"]))
+        for p in fleet["shared"].rglob("*")
+        if p.name.startswith((".llmops-lock-", ".llmops-partial")) or p.name.endswith(".llmops-partial")
+    )
+    assert not left, f"left on the share: {left}"
+    # a second run downloads nothing and changes nothing
+    t = time.time()
+    _, again = run_model(fleet, "all", {"llmops_model_dir": model_dir, "model_storage": "shared"})
+    assert hub_file_bytes(fleet["urls"], t) == 0
+    assert re.search(r"changed=0", again), again[-2000:]
