@@ -5,6 +5,8 @@ du1 and du2 (10.213.0.131-132, 8 x RTX PRO 6000 each) boot with no driver; du3 (
 router host. The driver stage installs 580.95.05-1 from the NVIDIA stand-in repository (sim/mirrors/apt_repo.py: its
 packages carry Debian 12's real names, sources and relations), then preflight, model, server and router stages make
 the fleet serve. On the same nodes, in file order:
+- a plain site.yml with the pin moved to 580.105.08-1 is refused on both serving hosts, naming driver_upgrade.yml:
+  nothing changes, nothing reboots;
 - with du2 out of the router, the upgrade refuses to take du1 out (the last healthy replica): nothing changes;
 - under a bounded client loop through the router, the fleet moves to 580.105.08-1: each replica host is rebooted
   once (systemd-nspawn starts its container again on the reboot's exit code 133; the fake nvidia-smi reports the
@@ -138,6 +140,30 @@ def test_the_driver_stage_installs_the_old_driver_and_the_fleet_serves_behind_th
     for name, ip in REPLICAS.items():
         assert deployment(fleet, ip)["driver"] == OLD, deployment(fleet, ip)
         assert boots(name) == 2, name  # booted, and rebooted once by the driver role's handler after the install
+
+
+def test_a_driver_pin_bump_in_a_plain_site_yml_is_refused_on_the_serving_fleet_naming_driver_upgrade(fleet):
+    # A merge request bumps llmops_driver_version and CI runs the usual site.yml: on hosts that serve, that would
+    # reinstall the driver and reboot every replica at once. Preflight refuses it on each serving host before anything
+    # changes, naming the playbook that drains one replica at a time.
+    pins = {ip: pin(fleet, ip) for ip in REPLICAS.values()}
+    pids = {ip: fleet.main_pid(ip) for ip in REPLICAS.values()}
+    before = {n: boots(n) for n in REPLICAS}
+    # llmops_allow_downtime: false as an operator's inventory has it (the default; the lab's group_vars accept downtime)
+    run = fleet.playbook(["site.yml"], {"llmops_driver_version": f"{NEW}-1", "llmops_allow_downtime": False})
+    assert run.rc != 0
+    refused = {h: m for h, n, m in run.failures()}
+    assert set(refused) == set(REPLICAS), refused
+    for host, msg in refused.items():
+        assert msg.startswith(f"{host}: nothing was changed."), msg
+        assert f"driver {OLD} loaded while the inventory pins {NEW}-1" in msg and "playbooks/driver_upgrade.yml" in msg
+    # the one write: preflight's record of what was requested (preflight.json, as any stage's preflight writes it)
+    assert {n for h, n in run.changed()} <= {"Record what preflight found on the host"}, run.changed()
+    assert {ip: pin(fleet, ip) for ip in REPLICAS.values()} == pins
+    assert {ip: fleet.main_pid(ip) for ip in REPLICAS.values()} == pids
+    assert {n: boots(n) for n in REPLICAS} == before
+    assert [smi_driver(fleet, ip) for ip in REPLICAS.values()] == [OLD, OLD]
+    assert fleet.workers() == {u: True for u in URLS}
 
 
 def test_the_upgrade_refuses_to_take_out_the_last_healthy_replica_and_changes_nothing(fleet):
