@@ -147,3 +147,15 @@ def test_the_build_stage_records_what_it_built_in_build_json(name):
         rec = _records(package)[0]
         assert (wheel["fingerprint"], wheel["sha256"], wheel["builder"]) == (rec["fingerprint"], rec["sha256"], "bd1")
         assert wheel["installed_version"] and wheel["inputs"] == rec["inputs"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_build_ran_as_the_build_account_in_its_sandbox(package):
+    rec = _records(package)[0]
+    log = (WHEELHOUSE / package / rec["fingerprint"] / "build.log").read_text()
+    started = rf"llmops-build: {re.escape(package)} \S+ started \S+ in \S+ as llmops-build$"
+    assert re.search(started, log, re.M), log[:600]
+    assert "llmops-build: sandbox: /usr is read-only" in log, log[:600]
+    bd1 = _host("bd1")
+    assert bd1.user("llmops-build").exists and bd1.user("llmops-build").uid < 1000
+    assert not _host("bd2").user("llmops-build").exists  # created only where a build runs
