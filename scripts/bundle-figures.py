@@ -18,13 +18,14 @@ import argparse
 import concurrent.futures
 import datetime
 import json
-import os
 import platform
 import subprocess
 import sys
 import tempfile
 import urllib.request
 from pathlib import Path
+
+from generated_table import spliced, write_or_check
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "docs" / "figures" / "reference-bundle.json"
@@ -89,11 +90,7 @@ def table(rec: dict) -> str:
 
 
 def rendered(doc: str, rec: dict) -> str:
-    if START not in doc or END not in doc:
-        raise SystemExit(f"bundle-figures: {DOC.relative_to(ROOT)} has no table markers; add '{START}' and '{END}'")
-    before, rest = doc.split(START, 1)
-    after = rest.split(END, 1)[1]
-    return f"{before}{START}\n{table(rec)}\n{END}{after}"
+    return spliced(DOC, doc, START, END, table(rec), tool="bundle-figures")
 
 
 def main(argv: list[str]) -> int:
@@ -108,20 +105,7 @@ def main(argv: list[str]) -> int:
         RECORD.write_text(json.dumps(measure(args.requirement), indent=1) + "\n")
     rec = json.loads(RECORD.read_text())
     doc = DOC.read_text()
-    new = rendered(doc, rec)
-    if args.check:
-        if new != doc:
-            print(
-                "bundle-figures: docs/air-gapped.md's table is not the record's; "
-                "run python scripts/bundle-figures.py render"
-            )
-            return 1
-        return 0
-    if new != doc:
-        tmp = DOC.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(new)
-        tmp.replace(DOC)
-    return 0
+    return write_or_check(DOC, doc, rendered(doc, rec), check=args.check, tool="bundle-figures")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from generated_table import spliced, write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "docs" / "figures" / "make-test-runs.json"
 DOC = ROOT / "docs" / "testing.md"
@@ -77,11 +79,7 @@ def table(records: list[dict]) -> str:
 
 
 def rendered(doc: str, records: list[dict]) -> str:
-    if START not in doc or END not in doc:
-        raise SystemExit(f"run-figures: {DOC.relative_to(ROOT)} has no table markers; add '{START}' and '{END}'")
-    before, rest = doc.split(START, 1)
-    after = rest.split(END, 1)[1]
-    return f"{before}{START}\n{table(records)}\n{END}{after}"
+    return spliced(DOC, doc, START, END, table(records), tool="run-figures")
 
 
 def main(argv: list[str]) -> int:
@@ -98,14 +96,7 @@ def main(argv: list[str]) -> int:
         records.insert(0, record_of_last_run(args.where, args.result))
         RECORDS.write_text(json.dumps(records, indent=1) + "\n")
     doc = DOC.read_text()
-    new = rendered(doc, records)
-    if args.check:
-        if new != doc:
-            print("run-figures: docs/testing.md's table is not the records'; run python scripts/run-figures.py render")
-            return 1
-        return 0
-    DOC.write_text(new)
-    return 0
+    return write_or_check(DOC, doc, rendered(doc, records), check=args.check, tool="run-figures")
 
 
 if __name__ == "__main__":
