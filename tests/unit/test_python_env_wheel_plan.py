@@ -17,14 +17,14 @@ NAME, FP = "sglang", "0123456789abcdef"
 WHEEL = "sglang-0.5.9-py3-none-any.whl"
 
 
-def keep(build_dir, *, fingerprint=FP, tamper=False):
-    """What a builder keeps after a build: the wheel, its log and its record."""
+def keep(build_dir, *, fingerprint=FP, tamper=False, wheel=WHEEL):
+    """What a builder keeps after a build: the wheel, its log and its record (naming the wheel as ``wheel``)."""
     kept = build_dir / "wheels" / NAME / FP
     kept.mkdir(parents=True)
     data = b"a wheel's bytes"
     (kept / WHEEL).write_bytes(data + (b" changed" if tamper else b""))
     (kept / "build.log").write_text("built\n")
-    record = {"name": NAME, "fingerprint": fingerprint, "wheel": WHEEL, "sha256": hashlib.sha256(data).hexdigest()}
+    record = {"name": NAME, "fingerprint": fingerprint, "wheel": wheel, "sha256": hashlib.sha256(data).hexdigest()}
     (kept / "build.json").write_text(json.dumps(record))
     return record
 
@@ -74,6 +74,7 @@ def test_a_wheel_the_builder_keeps_is_collected_into_the_empty_wheelhouse_not_bu
     [
         ("the kept wheel is not the one its record names", {"tamper": True}),
         ("the kept record is of another fingerprint", {"fingerprint": "fedcba9876543210"}),
+        ("the kept record names a path, not a wheel's file name", {"wheel": f"../{FP}/{WHEEL}"}),
     ],
 )
 def test_a_kept_wheel_that_does_not_match_is_built_again(tmp_path, why, kwargs):
