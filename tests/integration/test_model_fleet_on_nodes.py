@@ -29,8 +29,21 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, Node, booted_nodes, failed_tasks, fleet_inventory, guarded_run, ssh_key
+from _node_util import (
+    ROOT,
+    VENV_BIN,
+    Node,
+    booted_nodes,
+    failed_tasks,
+    fleet_inventory,
+    guarded_run,
+    play_recap,
+    ssh_key,
+)  # fmt: skip
 from events import PLAYBOOK_GUARD
+
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_lock import PREFIX as LOCK_PREFIX
 
 pytestmark = pytest.mark.node
 
@@ -85,10 +98,10 @@ def fleet(tmp_path_factory):
         nodes = {ip: Node(name, ip, ssh_key(), control) for name, ip in HOSTS.items()}
         for node in nodes.values():
             cleanup.callback(node.close)
-        yield served_fleet(work, out, nodes, cleanup)
+        yield served_fleet(work, out, nodes, cleanup, shared)
 
 
-def served_fleet(work, out, nodes, cleanup) -> dict:
+def served_fleet(work, out, nodes, cleanup, shared) -> dict:
     """The hub stand-in on the bridge (stopped by ``cleanup``) and the inventory of the booted nodes."""
     hub = subprocess.Popen(
         [
@@ -119,7 +132,7 @@ def served_fleet(work, out, nodes, cleanup) -> dict:
     files = meta["commits"][meta["refs"]["main"]]["files"]
     for node in nodes.values():
         node.sh("systemctl is-system-running --wait >/dev/null || true", timeout=120)
-    return {"nodes": nodes, "inv": inv, "urls": urls, "files": files, "work": work, "shared": work / "shared"}
+    return {"nodes": nodes, "inv": inv, "urls": urls, "files": files, "work": work, "shared": shared}
 
 
 def requests_log(urls):
@@ -242,11 +255,12 @@ def test_three_hosts_on_one_shared_model_directory_download_once_and_each_verifi
     left = sorted(
         str(p.relative_to(fleet["shared"]))
         for p in fleet["shared"].rglob("*")
-        if p.name.startswith((".llmops-lock-", ".llmops-partial")) or p.name.endswith(".llmops-partial")
+        if p.name == PARTIAL_DIR or p.name.startswith(LOCK_PREFIX)
     )
     assert not left, f"left on the share: {left}"
-    # a second run downloads nothing and changes nothing
+    # a second run downloads nothing and changes nothing, on any host
     t = time.time()
     _, again = run_model(fleet, "all", {"llmops_model_dir": model_dir, "model_storage": "shared"})
     assert hub_file_bytes(fleet["urls"], t) == 0
-    assert re.search(r"changed=0", again), again[-2000:]
+    recap = play_recap(again)
+    assert set(recap) == set(HOSTS) and all(c["changed"] == 0 for c in recap.values()), recap

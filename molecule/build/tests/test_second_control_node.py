@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 
 import testinfra.utils.ansible_runner
@@ -19,17 +18,24 @@ KEPT = "/var/lib/llmops-sglang-build/wheels"  # where the builder keeps what it 
 BUILD_LOGS = f"find {KEPT} -name build.log 2>/dev/null | sort"
 
 
-def test_an_empty_wheelhouse_on_another_control_node_builds_nothing_and_changes_nothing(host):
+def converge_with(wheelhouse: Path) -> tuple[int, str]:
+    """(exit status, output) of the build scenario's converge from a control node whose wheelhouse is ``wheelhouse``
+    (ansible-playbook's default output, no colour)."""
+    wheelhouse.mkdir()
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_NOCOLOR="1")
+    env.pop("ANSIBLE_FORCE_COLOR", None)
+    cmd = ["ansible-playbook", "-i", INVENTORY, "-e", f"python_env_wheelhouse={wheelhouse}", str(CONVERGE)]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    return run.returncode, run.stdout + run.stderr
+
+
+def test_an_empty_wheelhouse_on_another_control_node_builds_nothing_and_changes_nothing(host, tmp_path):
     logs = host.run(BUILD_LOGS).stdout  # bd1 is the fleet's builder: its logs of the wheels it built
     assert logs.count("build.log") == 3, logs
-    with tempfile.TemporaryDirectory() as wheelhouse:
-        env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_NOCOLOR="1")
-        env.pop("ANSIBLE_FORCE_COLOR", None)
-        cmd = ["ansible-playbook", "-i", INVENTORY, "-e", f"python_env_wheelhouse={wheelhouse}", str(CONVERGE)]
-        run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
-        fetched = sorted(str(p.relative_to(wheelhouse)) for p in Path(wheelhouse).rglob("*") if p.is_file())
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-4000:]
+    wheelhouse = tmp_path / "wheelhouse"
+    rc, out = converge_with(wheelhouse)
+    fetched = sorted(str(p.relative_to(wheelhouse)) for p in wheelhouse.rglob("*") if p.is_file())
+    assert rc == 0, out[-4000:]
     recap = re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M)
     changed = re.findall(r"^TASK \[(.+?)\] \*+\n(?:(?!TASK \[).*\n)*?changed: \[", out, re.M)
     assert len(recap) == 2 and all((c, u, f) == ("0", "0", "0") for _, c, u, f in recap), (recap, changed)
@@ -37,7 +43,7 @@ def test_an_empty_wheelhouse_on_another_control_node_builds_nothing_and_changes_
     assert host.run(BUILD_LOGS).stdout == logs  # no build ran
 
 
-def test_a_host_that_needs_a_wheel_gets_the_one_its_builder_kept_not_a_new_build(host):
+def test_a_host_that_needs_a_wheel_gets_the_one_its_builder_kept_not_a_new_build(host, tmp_path):
     # A host that lacks the SGLang wheel (one that joins the fleet; here bd2 without its record of the installed
     # wheel), run from a control node whose wheelhouse is empty: the wheel bd1 built and keeps under its build
     # directory is collected into that wheelhouse (its sha256 checked against bd1's record) and installed on bd2.
@@ -49,17 +55,13 @@ def test_a_host_that_needs_a_wheel_gets_the_one_its_builder_kept_not_a_new_build
     assert kept["builder"] == "bd1" and kept["sha256"] == before["sha256"], (kept, before)
     logs = host.run(BUILD_LOGS).stdout
     bd2.run_expect([0], f"rm {marker[0]}")
-    with tempfile.TemporaryDirectory() as wheelhouse:
-        env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_NOCOLOR="1")
-        env.pop("ANSIBLE_FORCE_COLOR", None)
-        cmd = ["ansible-playbook", "-i", INVENTORY, "-e", f"python_env_wheelhouse={wheelhouse}", str(CONVERGE)]
-        run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
-        entry = Path(wheelhouse) / "sglang" / before["fingerprint"]
-        collected = sorted(p.name for p in entry.iterdir()) if entry.is_dir() else []
-        record = json.loads((entry / "build.json").read_text()) if "build.json" in collected else {}
-        others = sorted(p.name for p in Path(wheelhouse).iterdir() if p.name != "sglang")
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-4000:]
+    wheelhouse = tmp_path / "wheelhouse"
+    rc, out = converge_with(wheelhouse)
+    entry = wheelhouse / "sglang" / before["fingerprint"]
+    collected = sorted(p.name for p in entry.iterdir()) if entry.is_dir() else []
+    record = json.loads((entry / "build.json").read_text()) if "build.json" in collected else {}
+    others = sorted(p.name for p in wheelhouse.iterdir() if p.name != "sglang")
+    assert rc == 0, out[-4000:]
     assert collected == sorted([kept["wheel"], "build.log", "build.json"]) and record == kept, (collected, record)
     assert others == [], f"collected more than the wheel bd2 lacked: {others}"
     assert host.run(BUILD_LOGS).stdout == logs  # no build ran
