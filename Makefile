@@ -182,6 +182,9 @@ lock:
 	/tmp/llmops-lock/bin/pip install -q $$(sed -n '/^# Top-level/,/^# Their/p' requirements.txt | grep -v '^#') && \
 	/tmp/llmops-lock/bin/pip freeze
 
+# The shared-storage tests' root_squash share (sim/share/root_squash.py, FUSE through fusepy).
+HOST_PKGS += libfuse2
+
 # --- the fleet report (bin/sglang-report, docs/report.md) -------------------------------------------------------
 # Debian's chromium for the report's browser test (tests/browser) and the docs screenshot.
 HOST_PKGS += chromium

@@ -19,6 +19,7 @@ Pure functions, no Ansible imports (tests/unit/test_build_sets.py); plugins/modu
 
 from __future__ import annotations
 
+import os
 import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils.build_plan import fingerprint
@@ -49,6 +50,16 @@ HISTORY = "history.json"
 LEGACY_PREFIX = "legacy-"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 GIB = 1024**3
+
+
+def history_path(root: str, pointer: str, kind: str) -> str:
+    """Where the order of what the pointer named is kept: a build set's in ROOT; a model's beside its pointer
+    (``.NAME.history.json`` in the pointer's directory), each host's own, also where ROOT is a share several hosts mount
+    and only the account that owns it may write (the model role's model_storage_account)."""
+    if kind == "model":
+        head, tail = os.path.split(pointer.rstrip("/"))
+        return os.path.join(head, ".%s.history.json" % tail)
+    return os.path.join(root, HISTORY)
 
 
 def set_name(request: dict, label: str = "") -> str:

@@ -21,9 +21,11 @@ __metaclass__ = type
 import json
 import math
 import os
+import pwd
 import re
 import time
 
+from ansible_collections.llmops.sglang.plugins.module_utils.file_identity import as_root
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR, hash_file
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import load_state, save_json
 
@@ -34,6 +36,13 @@ VERIFIED = "verified.json"
 FAILED = "failed.json"  # read by roles/model/files/model_share.py (the share's copy of the name)
 STREAK = "streak.json"  # the source's streak, carried from one call of a loop to the next
 STREAK_FRESH = 300
+
+
+def _account_name(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return "uid %d" % uid
 
 
 def _nearest_existing(path):
@@ -92,17 +101,26 @@ def check_inputs(p):
             "dest: expected a directory on a disk; found %s on a pseudo file system without storage (such as /proc or "
             "/sys); choose a directory on a disk" % dest
         )
-    if not os.access(base, os.W_OK | os.X_OK):
+    if not os.access(base, os.W_OK | os.X_OK, effective_ids=True):  # as run_as when the module writes as it
+        if st.f_flag & os.ST_RDONLY:
+            why = " (read-only file system)"
+        elif os.geteuid() == 0:
+            why = (
+                " for root (on a share exported with root_squash, root writes as the anonymous account: set run_as, "
+                "the model role's model_storage_account, to the account that owns it)"
+            )
+        else:
+            why = " for %s" % _account_name(os.geteuid())
         return "dest: expected a writable directory; found %s not writable%s; choose a writable path or fix it" % (
             base,
-            " (read-only file system)" if st.f_flag & os.ST_RDONLY else "",
+            why,
         )
     if p.get("token_file") and os.path.lexists(p["token_file"]):
         tf = p["token_file"]
         if not os.path.isfile(tf):
             return "token_file: expected a file of KEY=VALUE lines; found %s is not a regular file" % tf
         try:
-            with open(tf, "rb") as f:
+            with as_root(), open(tf, "rb") as f:  # a root-only file, also while the module writes as run_as
                 raw = f.read(1 << 20)
             raw.decode("utf-8")
             if b"\0" in raw:

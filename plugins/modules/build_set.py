@@ -13,7 +13,8 @@ version_added: "0.3.0"
 description:
   - Each build set (torch, SGLang, sgl-kernel, flash-attn) is a virtualenv in O(root) named by its request's
     fingerprint. The server runs from O(pointer), a symlink to one set, switched atomically (a new symlink renamed
-    over the old one). C(ROOT/history.json) keeps the order of the sets the pointer named, newest first.
+    over the old one). C(ROOT/history.json) keeps the order of the sets the pointer named, newest first (with
+    O(kind=model) C(.NAME.history.json) beside O(pointer), each host's own, also where O(root) is a share).
   - V(inspect) reads the state and, with O(name), what switching to it would do; changes nothing.
   - V(prepare) runs before a new set is installed - removes the sets beyond O(keep), then checks the free disk against
     the largest set on the host (or O(min_free_gib)); fails in one line before anything is installed when it does
@@ -172,8 +173,13 @@ class State:
             for n in self.on_disk
             if any(os.path.exists(os.path.join(self.root, n, f)) for f in bs.KINDS[kind]["owned"])
         ]
+        self.history_file = bs.history_path(self.root, self.pointer, kind)
+        # a model's history in ROOT, where earlier releases kept it, is read until the first write of its own
+        legacy_history = os.path.join(self.root, bs.HISTORY)
         try:
-            with open(os.path.join(self.root, bs.HISTORY), encoding="utf-8") as fh:
+            with open(
+                self.history_file if os.path.exists(self.history_file) else legacy_history, encoding="utf-8"
+            ) as fh:
                 saved = json.load(fh).get("history", [])
         except (OSError, ValueError, AttributeError):
             saved = []
@@ -276,9 +282,7 @@ def main():
                 st.current, st.history = legacy, [legacy, *st.history]
                 result.update(current=legacy, history=st.history, legacy=legacy)
                 if not module.check_mode:
-                    _write_atomic(
-                        os.path.join(st.root, bs.HISTORY), json.dumps({"history": st.history}, indent=1) + "\n"
-                    )
+                    _write_atomic(st.history_file, json.dumps({"history": st.history}, indent=1) + "\n")
             keep = bs.retention(
                 st.on_disk,
                 st.complete,
@@ -318,7 +322,7 @@ def main():
                         os.unlink(tmp)
                     os.symlink(os.path.join(st.root, name), tmp)
                     os.replace(tmp, st.pointer)
-                    _write_atomic(os.path.join(st.root, bs.HISTORY), json.dumps({"history": [name]}, indent=1) + "\n")
+                    _write_atomic(st.history_file, json.dumps({"history": [name]}, indent=1) + "\n")
                 result.update(changed=True, current=name, history=[name])
             module.exit_json(**result)
 
@@ -356,7 +360,7 @@ def main():
                 os.symlink(os.path.join(st.root, target), tmp)
                 os.replace(tmp, st.pointer)  # rename(2): the pointer names the old set or the new one, never nothing
             if history != st.saved or legacy:
-                _write_atomic(os.path.join(st.root, bs.HISTORY), json.dumps({"history": history}, indent=1) + "\n")
+                _write_atomic(st.history_file, json.dumps({"history": history}, indent=1) + "\n")
         _remove(module, st, keep["remove"])
         result.update(
             changed=plan["switch"] or bool(keep["remove"]),

@@ -151,6 +151,14 @@ options:
         The hosts' clocks must agree within a small part of it.
     type: float
     default: 300
+  run_as:
+    description:
+      - Write every file, directory and lock as this account instead of root (its uid, gid and groups; the token files
+        are still read as root). A share exported with C(root_squash) maps root to its anonymous account, which can
+        write nothing there; the account must own O(dest) on the file server, with the same uid on every host that
+        mounts it.
+      - Unset, files are written as the user the module runs as.
+    type: str
   peer_token_file:
     description:
       - With O(peer_url), a file (0600) holding the share's per-run secret, sent as C(Authorization) to the peer's
@@ -281,6 +289,7 @@ progress:
   type: str
 """
 
+import contextlib
 import os
 import shutil
 import time
@@ -305,6 +314,13 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
     marker_matches,
     read_env_value,
     safe_relpath,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.file_identity import (
+    account_ids,
+    acting_as,
+    as_root,
+    denied,
+    regain_root,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_lock import SharedLock
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
@@ -376,6 +392,7 @@ def argument_spec():
         peer_token_file=dict(type="path", no_log=False),
         lock_owner=dict(type="str"),
         lock_stale=dict(type="float", default=300),
+        run_as=dict(type="str"),
         peer_timeout=dict(type="int", default=15),
         peer_down=dict(type="float", default=30),
         timeout=dict(type="int", default=60),
@@ -384,10 +401,19 @@ def argument_spec():
     )
 
 
-def run_module():
-    module = AnsibleModule(
-        argument_spec=argument_spec(), mutually_exclusive=[("token", "token_file")], supports_check_mode=True
+def write_hint(exc, account):
+    """What to do about a refused write on the model's directory."""
+    if not denied(exc):
+        return ""
+    if account:
+        return "; the directory must belong to %s on the file server (the same uid on every host)" % account
+    return (
+        "; a share exported with root_squash writes root's files as its anonymous account: set run_as (the model "
+        "role's model_storage_account) to the account that owns the directory"
     )
+
+
+def run_module(module):
     p = module.params
     problem = check_inputs(p)
     if problem:
@@ -453,7 +479,8 @@ def run_module():
     # ---- the hub ---------------------------------------------------------------------------------------------
     token = p["token"]
     if p["token_file"]:
-        token = read_env_value(p["token_file"], p["token_env_name"])
+        with as_root():  # a root-only file, also while writing as run_as
+            token = read_env_value(p["token_file"], p["token_env_name"])
     bad_token = token_problem(token)
     if bad_token:
         where = "%s in %s" % (p["token_env_name"], p["token_file"]) if p["token_file"] else "token"
@@ -503,8 +530,8 @@ def run_module():
             holder = lock.acquire()
         except OSError as exc:
             module.fail_json(
-                msg="cannot take the download's lock %s: %s; make the shared model root writable for this host"
-                % (lock.path, exc.strerror or exc),
+                msg="cannot take the download's lock %s as %s: %s%s"
+                % (lock.path, p["run_as"] or "root", exc.strerror or exc, write_hint(exc, p["run_as"])),
                 **result,
             )
         if holder is not None:  # another host downloads this commit: wait, write nothing
@@ -580,7 +607,8 @@ def run_module():
     base = p["peer_url"].rstrip("/") if p["peer_url"] else None
     peer = None
     if base:
-        peer_token = read_peer_token(p["peer_token_file"]) if p["peer_token_file"] else None
+        with as_root():
+            peer_token = read_peer_token(p["peer_token_file"]) if p["peer_token_file"] else None
         if isinstance(peer_token, Exception):
             module.fail_json(msg="peer_token_file: cannot read %s (%s)" % (p["peer_token_file"], peer_token), **result)
         peer = (base.split("://", 1)[1].split("/", 1)[0], peer_token) if peer_token else None
@@ -698,8 +726,40 @@ def run_module():
     module.exit_json(**result)
 
 
+def _root_first(report):
+    def call(*args, **kwargs):
+        regain_root()
+        return report(*args, **kwargs)
+
+    return call
+
+
 def main():
-    run_module()
+    module = AnsibleModule(
+        argument_spec=argument_spec(), mutually_exclusive=[("token", "token_file")], supports_check_mode=True
+    )
+    account = module.params["run_as"]
+    ids = account_ids(account) if account else None
+    if isinstance(ids, str):
+        module.fail_json(
+            msg="run_as: %s; create the account that owns the model's directory on the file server, with the same "
+            "uid on every host (the model role's model_storage_account and model_storage_uid)" % ids
+        )
+    if ids and os.geteuid() != 0:
+        module.fail_json(
+            msg="run_as %s: expected the module to run as root (become: true); found uid %d" % (account, os.geteuid())
+        )
+    if ids:  # the result is printed as root: Ansible's payload is in a root-only directory
+        for name in ("exit_json", "fail_json"):
+            setattr(module, name, _root_first(getattr(module, name)))
+    try:
+        with acting_as(ids) if ids else contextlib.nullcontext():
+            run_module(module)
+    except OSError as exc:  # after the block: root again
+        module.fail_json(
+            msg="cannot write %s as %s: %s%s"
+            % (exc.filename or module.params["dest"], account or "root", exc.strerror or exc, write_hint(exc, account))
+        )
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ stand-in on the bridge (paced per connection, so one host's download takes secon
 fl2 and fl3 copy from fl1 over the LAN. Prints the wall-time ratio (a figure, not asserted: no timed asserts in
 tests; `make bench` measures the same ratio on one machine).
 
-The three nodes also mount one host directory at SHARED (sim/node up --bind), as they would one NFS export: with
-model_storage shared, one of them downloads under the lock on the share and the other two wait and verify.
+The three nodes also mount one host directory at SHARED (sim/node up --bind), as they would one NFS export with
+root_squash (the NFS default; sim/share/root_squash.py performs root's requests as the anonymous account): root is
+refused there, and with model_storage shared and model_storage_account one host downloads as that account under the
+lock on the share and the other two wait and verify.
 
 Environment: FL_NODE_PREFIX (default fl), FL_NODE_BASE (default 71: addresses 10.213.0.71-73).
 """
@@ -41,6 +43,7 @@ from _node_util import (
     ssh_key,
 )  # fmt: skip
 from events import PLAYBOOK_GUARD
+from squash_util import root_squashed_share
 
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_lock import PREFIX as LOCK_PREFIX
@@ -55,6 +58,7 @@ REPO = "sim-org/fleet-model"
 RATE = 256 * 1024  # bytes/s per connection at the hub: the download, not Ansible, dominates the wall time
 MIB = 1 << 20
 SHARED = "/srv/shared-models"  # where each node mounts the one shared directory
+ACCOUNT, UID = "llmops-model", 3717  # owns the share's directory on the "file server"; the role creates it on the nodes
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +91,9 @@ def fleet(tmp_path_factory):
         timeout=300,
     )
     control = Path(f"/tmp/fl-ssh-{os.getpid()}")  # ssh ControlMaster sockets (short path: sun_path limit)
-    shared = work / "shared"
-    shared.mkdir()
     with (
-        booted_nodes({name: (ip, "none") for name, ip in HOSTS.items()}, bind=f"{shared}:{SHARED}"),
+        root_squashed_share(UID, UID) as (shared, mount),
+        booted_nodes({name: (ip, "none") for name, ip in HOSTS.items()}, bind=f"{mount}:{SHARED}"),
         contextlib.ExitStack() as cleanup,
     ):
         cleanup.callback(shutil.rmtree, control, ignore_errors=True)
@@ -149,7 +152,7 @@ def hub_file_bytes(urls, since):
     )
 
 
-def run_model(fleet, limit, extra):
+def run_model(fleet, limit, extra, *, ok=True):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
@@ -182,6 +185,9 @@ def run_model(fleet, limit, extra):
         timeout=PLAYBOOK_GUARD,
         stdin=subprocess.DEVNULL,
     )
+    if not ok:
+        assert p.returncode != 0, p.stdout[-3000:]
+        return time.monotonic() - t0, p.stdout
     if p.returncode != 0:
         seed = fleet["nodes"][next(iter(HOSTS.values()))]
         journal = seed.sh("journalctl -u llmops-model-share --no-pager | tail -20", check=False, timeout=30)
@@ -235,23 +241,43 @@ def test_the_hub_serves_the_model_once_for_three_hosts_and_every_host_verifies_i
 
 
 def test_three_hosts_on_one_shared_model_directory_download_once_and_each_verifies(fleet):
-    """model_storage shared: the hub serves the bytes once, to one host; every host reads the complete snapshot through
-    its own mount, and the share keeps no partial file and no lock."""
+    """model_storage shared on a root_squash export: root is refused in one line and writes nothing; as the account
+    that owns the share, the hub serves the bytes once, to one host, every host reads the complete snapshot through its
+    own mount, and the share keeps no partial file and no lock."""
     model_bytes = sum(f["size"] for f in fleet["files"])
-    model_dir = f"{SHARED}/glm"
+    shared = {
+        "llmops_model_dir": "/opt/models/glm",  # the link each host serves from: its own disk
+        "llmops_model_revisions_dir": f"{SHARED}/glm.revisions",
+        "model_storage": "shared",
+    }
+    # as root (no account): the export writes root's files as its anonymous account, which owns nothing there
+    _, out = run_model(fleet, "all", shared, ok=False)
+    refused = re.findall(
+        r"fatal: \[(\S+)\]: FAILED! => [^\n]*dest: expected a writable directory; found \S+ not writable for root "
+        r"\(on a share exported with root_squash[^\n]*model_storage_account",
+        out,
+    )
+    assert sorted(refused) == sorted(HOSTS), failed_tasks(out)
+    assert list(fleet["shared"].iterdir()) == [], "root wrote on the share"
+    as_owner = {**shared, "model_storage_account": ACCOUNT, "model_storage_uid": UID}
     t = time.time()
-    _, out = run_model(fleet, "all", {"llmops_model_dir": model_dir, "model_storage": "shared"})
+    _, out = run_model(fleet, "all", as_owner)
     served = [r for r in requests_log(fleet["urls"]) if r["time"] >= t and r["listener"] in ("hub", "cdn")]
     assert hub_file_bytes(fleet["urls"], t) == model_bytes  # 1.00 x: once, not three times
     downloaders = {r["client"] for r in served if "/api/" not in r["path"] and r["bytes"]}
     assert len(downloaders) == 1, f"file bytes went to {sorted(downloaders)}: expected one host"
     for ip in HOSTS.values():
-        assert_verified_copy(fleet, ip, model_dir)
+        assert_verified_copy(fleet, ip, shared["llmops_model_dir"])
+        node = fleet["nodes"][ip]
+        assert node.sh(f"getent passwd {ACCOUNT} | cut -d: -f3,4,7").strip() == f"{UID}:{UID}:/usr/sbin/nologin"
     # a host that came while the download ran waited for the host that downloaded (the progress line names the lock's
     # holder), and that host never waited (how many came while it ran depends on the machine's speed: not asserted)
     (downloader,) = [name for name, ip in HOSTS.items() if ip in downloaders]
     waits = set(re.findall(r"\[model\] (\S+): \d+/\d+ files verified by (\S+)", out))
     assert all(holder == downloader != host for host, holder in waits), (downloader, waits)
+    # on the file server: everything the download left belongs to the account, nothing to the anonymous one
+    owners = {(p.lstat().st_uid, p.lstat().st_gid) for p in fleet["shared"].rglob("*")}
+    assert owners == {(UID, UID)}, owners
     left = sorted(
         str(p.relative_to(fleet["shared"]))
         for p in fleet["shared"].rglob("*")
@@ -260,7 +286,7 @@ def test_three_hosts_on_one_shared_model_directory_download_once_and_each_verifi
     assert not left, f"left on the share: {left}"
     # a second run downloads nothing and changes nothing, on any host
     t = time.time()
-    _, again = run_model(fleet, "all", {"llmops_model_dir": model_dir, "model_storage": "shared"})
+    _, again = run_model(fleet, "all", as_owner)
     assert hub_file_bytes(fleet["urls"], t) == 0
     recap = play_recap(again)
     assert set(recap) == set(HOSTS) and all(c["changed"] == 0 for c in recap.values()), recap

@@ -838,7 +838,7 @@ def test_a_model_revision_downloads_beside_the_served_one_and_rolls_the_fleet_wi
     for ip, main_sha in served.items():
         new = model_link(fleet, ip)
         assert new != main_sha and len(new) == 40, new
-        assert revisions_on_disk(fleet, ip) == sorted([main_sha, new, "history.json"])
+        assert revisions_on_disk(fleet, ip) == sorted([main_sha, new])
         record = deployment(fleet, ip)
         assert (record["model"]["commit"], record["model"]["revision"]) == (new, "v1.0"), record["model"]
         assert (record["model"]["revisions"]["current"], record["model"]["revisions"]["previous"]) == (new, main_sha)
@@ -851,7 +851,7 @@ def test_a_model_revision_downloads_beside_the_served_one_and_rolls_the_fleet_wi
 def test_a_model_revision_that_does_not_come_up_is_rolled_back_on_that_replica_and_the_roll_stops(fleet):
     rr1, rr2 = REPLICAS["rr1"], REPLICAS["rr2"]
     old = model_link(fleet, rr1)  # v1.0's commit
-    main_sha = next(c for c in revisions_on_disk(fleet, rr1) if c not in (old, "history.json"))
+    main_sha = next(c for c in revisions_on_disk(fleet, rr1) if c != old)
     rr2_state = (fleet.main_pid(rr2), model_link(fleet, rr2))
     ssh(fleet.key, rr1, f"mkdir -p /etc/sglang-sim && echo 'crash@weights_loading model={main_sha[:12]}' "
                         "> /etc/sglang-sim/fault")  # fmt: skip
@@ -886,7 +886,7 @@ def test_a_model_revision_planted_30_percent_slower_is_rolled_back_on_that_repli
     planted 5 % slower: it passes."""
     rr1, rr2 = REPLICAS["rr1"], REPLICAS["rr2"]
     old = model_link(fleet, rr1)  # v1.0's commit
-    main_sha = next(c for c in revisions_on_disk(fleet, rr1) if c not in (old, "history.json"))
+    main_sha = next(c for c in revisions_on_disk(fleet, rr1) if c != old)
     rr2_state = (fleet.main_pid(rr2), model_link(fleet, rr2))
     ssh(fleet.key, rr1, f"mkdir -p /etc/sglang-sim && echo 'slow percent=30 model={main_sha[:12]}' "
                         "> /etc/sglang-sim/fault")  # fmt: skip
@@ -955,7 +955,7 @@ def test_a_model_revision_switch_then_rollback_fail_no_request_and_retention_rem
     assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
     for ip in REPLICAS.values():
         assert model_link(fleet, ip) == new[ip]
-        assert revisions_on_disk(fleet, ip) == sorted([new[ip], "history.json"])
+        assert revisions_on_disk(fleet, ip) == [new[ip]]
     FIGURES.append(f"model revisions on each host after retention: {revisions_on_disk(fleet, REPLICAS['rr1'])}")
 
 

@@ -82,6 +82,8 @@ def run_role(extra, tmp):
             str(play),
             "-e",
             f"@{tmp / 'vars.json'}",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
         ],
         capture_output=True,
         text=True,
@@ -223,6 +225,7 @@ MODULE_ROWS = [
 
 FANOUT = "Expected model_fleet_seed to be a host of this play, model_fleet_seed_address an address or host name,"
 SHARED = "Expected model_storage local or shared (not shared together with model_fleet_fanout) and"
+ACCOUNT = "Expected model_storage_account empty or an account name (lower-case letters, digits, _ and -; not root or"
 ROLE_ROWS = [
     # the fan-out's settings: checked with the others, before the firewall table, the adoption or the share start
     ("role: fan-out peer_down 0", {"model_fleet_fanout": True, "model_fleet_peer_down": 0}, FANOUT),
@@ -248,6 +251,35 @@ ROLE_ROWS = [
     ("role: model_storage nfs", {"model_storage": "nfs"}, SHARED),
     ("role: shared storage with the fan-out", {"model_storage": "shared", "model_fleet_fanout": True}, SHARED),
     ("role: shared storage lock_stale 5", {"model_storage": "shared", "model_storage_lock_stale": 5}, SHARED),
+    # the account that writes on a root_squash share: its name, its uid, where it may be used; then the host's accounts
+    ("role: account root", {"model_storage": "shared", "model_storage_account": "root"}, ACCOUNT),
+    ("role: account with a space", {"model_storage": "shared", "model_storage_account": "llm ops"}, ACCOUNT),
+    ("role: account on local storage", {"model_storage_account": "daemon"}, ACCOUNT),
+    (
+        "role: account with an offline bundle",
+        {"model_storage": "shared", "model_storage_account": "daemon", "llmops_bundle_dir": "/srv/bundle"},
+        ACCOUNT,
+    ),
+    ("role: account uid 65534", {"model_storage": "shared", "model_storage_uid": 65534}, ACCOUNT),
+    ("role: account uid text", {"model_storage": "shared", "model_storage_uid": "alice"}, ACCOUNT),
+    (
+        "role: account missing, no uid to create it with",
+        {"model_storage": "shared", "model_storage_account": "llmops-no-such"},
+        "localhost: expected the account llmops-no-such (model_storage_account); found no such account. Nothing was "
+        "changed; create it with the uid that owns the share on the file server, or set model_storage_uid",
+    ),
+    (
+        "role: account with another uid",
+        {"model_storage": "shared", "model_storage_account": "daemon", "model_storage_uid": 4242},
+        "localhost: expected the account daemon (model_storage_account) with uid 4242; found it with uid 1. Nothing "
+        "was changed",
+    ),
+    (
+        "role: account missing, its uid held by another",
+        {"model_storage": "shared", "model_storage_account": "llmops-no-such", "model_storage_uid": 1},
+        "localhost: expected the account llmops-no-such (model_storage_account) with uid 1; found uid 1 held by "
+        "daemon. Nothing was changed",
+    ),
     (
         "role: model_hf_token with a space",
         {"model_hf_token": TOKEN + " x"},
@@ -311,3 +343,11 @@ def test_the_fanout_defaults_pass_the_checks(tmp_path):
     rc, out = run_role({**extra, "model_fleet_peer_addresses": ["10.213.0.21", "fd00::2"]}, tmp_path)
     assert rc == 0, out[-3000:]
     assert "Check the fan-out settings" in out and FANOUT not in out
+
+
+def test_an_existing_account_on_shared_storage_passes_the_checks(tmp_path):
+    """The account rows above fail for their value: an account the host has, at its uid, passes."""
+    extra = {"llmops_model_repo_id": "sim-org/GLM-5-NVFP4", "model_hf_endpoint": NOWHERE, "model_storage": "shared"}
+    rc, out = run_role({**extra, "model_storage_account": "daemon", "model_storage_uid": 1}, tmp_path)
+    assert rc == 0, out[-3000:]
+    assert "Check that every host of the play knows the account by the same uid" in out and ACCOUNT not in out

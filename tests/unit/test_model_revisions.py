@@ -108,3 +108,28 @@ def test_an_unfinished_model_directory_from_before_revisions_is_refused_in_one_l
 def test_a_revision_that_is_not_a_path_component_is_refused(tmp_path, bad):
     rc, res = run(tmp_path, action="switch", name=bad)
     assert rc == 1 and "expected a model revision name" in res["msg"], res
+
+
+def test_the_history_is_kept_beside_the_link_and_nothing_is_written_among_the_revisions(tmp_path):
+    """Each host's own history, also where the revisions are a share that only its owner's account may write."""
+    for c in (A, B):
+        revision(tmp_path, c)
+    revisions = tmp_path / "m.revisions"
+    before = sorted(p.name for p in revisions.iterdir())
+    assert run(tmp_path, action="point", name=A)[0] == 0
+    rc, res = run(tmp_path, action="switch", name=B)
+    assert rc == 0 and res["previous"] == A and served(tmp_path) == B, res
+    assert sorted(p.name for p in revisions.iterdir()) == before  # no history, no temporary file among them
+    assert json.loads((tmp_path / ".m.history.json").read_text())["history"] == [B, A]
+
+
+def test_a_history_kept_among_the_revisions_by_an_earlier_release_is_read_until_the_link_moves(tmp_path):
+    for c in (A, B, C):
+        revision(tmp_path, c)
+    (tmp_path / "m").symlink_to(tmp_path / "m.revisions" / B)
+    (tmp_path / "m.revisions" / "history.json").write_text(json.dumps({"history": [B, A]}))
+    rc, res = run(tmp_path, action="inspect")
+    assert rc == 0 and res["current"] == B and res["previous"] == A, res
+    rc, res = run(tmp_path, action="switch", name=C)
+    assert rc == 0 and res["previous"] == B and res["removed"] == [A], res
+    assert json.loads((tmp_path / ".m.history.json").read_text())["history"] == [C, B]
