@@ -127,6 +127,8 @@ def role_tasks(venv: Path, cuda: str, sm="sm_120", name=RTX) -> dict:
                 "ansible_python_interpreter": sys.executable,
                 "llmops_venv": str(venv),
                 "python_env_set_venv": str(venv),  # the build set's venv the role's tasks run torch from
+                # on a host the check runs as the server's account in its unit's sandbox; here, as this process
+                "llmops_defaults_as_server": [],
                 "python_env_cuda_resolved": cuda,
                 "python_env_torch_version": "unused",
                 "python_env_torch_variant_resolved": "unused",

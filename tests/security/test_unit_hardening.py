@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
-from test_server_unit_firewall import GUARD, VARS  # noqa: E402
+from test_server_unit_firewall import DEFAULTS_VARS, GUARD, VARS  # noqa: E402
 
 ROUTER_VARS = {
     "router_package": "sglang-router", "router_version": "0.3.2", "router_user": "sglang-router",
@@ -41,7 +41,7 @@ def exposure(tmp_path_factory) -> dict[str, float]:
     tasks = [{"ansible.builtin.template": {"src": str(src), "dest": str(work / name), "mode": "0644"}, "vars": v}
              for name, (src, v) in UNITS.items()]  # fmt: skip
     (work / "play.yml").write_text(json.dumps([{"hosts": "localhost", "connection": "local", "gather_facts": False,
-                                                 "tasks": tasks}]))  # fmt: skip
+                                                 "vars_files": [str(DEFAULTS_VARS)], "tasks": tasks}]))  # fmt: skip
     env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(work / "play.yml")]
     cmd += ["-e", json.dumps({"ansible_python_interpreter": sys.executable})]

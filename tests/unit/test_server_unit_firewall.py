@@ -16,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "roles" / "server" / "templates" / "sglang.service.j2"
+DEFAULTS_VARS = ROOT / "roles" / "llmops_defaults" / "vars" / "main.yml"  # the unit's sandbox, as roles read it
 GUARD = {"unit": "llmops-sglang-firewall.service", "check": ["/usr/sbin/nft", "list", "table", "inet", "llmops_sglang"]}
 VARS = {
     "server_served_model_name": "glm-5", "server_restart": "no", "llmops_service_user": "sglang",
@@ -29,7 +30,11 @@ VARS = {
 def render(tmp_path: Path, **extra) -> str:
     out = tmp_path / "sglang.service"
     task = {"ansible.builtin.template": {"src": str(TEMPLATE), "dest": str(out), "mode": "0644"}}
-    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [task]}]
+    # the argv prefix of the build stage's import checks, beside the unit that shares its sandbox
+    argv = {"ansible.builtin.copy": {"content": "{{ llmops_defaults_as_server | to_json }}",
+                                     "dest": str(tmp_path / "as-server.json"), "mode": "0644"}}  # fmt: skip
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars_files": [str(DEFAULTS_VARS)],
+             "tasks": [task, argv]}]  # fmt: skip
     (tmp_path / "play.yml").write_text(json.dumps(play))
     env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")]
@@ -76,3 +81,19 @@ def test_the_guard_keeps_the_listed_table_out_of_the_log_and_passes_on_the_answe
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert stderr in proc.stderr
     assert (proc.returncode, proc.stdout, bool(proc.stderr.strip())) == (rc, "", bool(stderr)), proc
+
+
+def test_the_import_checks_run_as_the_servers_account_in_the_units_own_sandbox(tmp_path):
+    """llmops_defaults_as_server (the build stage's import checks of torch and SGLang) and the unit take their sandbox
+    from one list: every --property= of the check is a line of the unit's [Service], and the account is the unit's."""
+    unit = render(tmp_path, fleet_firewall_guard=GUARD)
+    argv = json.loads((tmp_path / "as-server.json").read_text())
+    assert argv[:5] == ["systemd-run", "--quiet", "--wait", "--pipe", "--collect"], argv
+    assert "--uid=sglang" in argv and "--gid=sglang" in argv and "User=sglang" in unit and "Group=sglang" in unit
+    props = [a.removeprefix("--property=") for a in argv if a.startswith("--property=")]
+    service = unit.split("[Service]", 1)[1].split("[Install]", 1)[0].splitlines()
+    assert len(props) >= 15 and all(p in service for p in props), sorted(set(props) - set(service))
+    sandbox = [ln for ln in service if ln.split("=", 1)[0] in {p.split("=", 1)[0] for p in props}]
+    assert sandbox == props  # the unit's lines are exactly the list, in its order
+    for needed in ("NoNewPrivileges=true", "ProtectSystem=full", "ProtectHome=true", "PrivateTmp=true"):
+        assert needed in props
