@@ -3,16 +3,17 @@
 # Apache License 2.0 (see LICENSE)
 """One download per commit on shared storage: a lock that holds across hosts on a network file system.
 
-Several hosts whose model root is one shared directory (NFS, CephFS, a bind mount) would otherwise all download the
-same commit at once into the same ``.llmops-partial`` files. The lock is a directory, ``ROOT/.llmops-lock-COMMIT``:
-``mkdir`` is atomic on a network file system as on a local one, so exactly one host creates it. It holds
-``owner.json`` ({owner, host, pid, since}); its holder refreshes the file's modification time (the heartbeat) at
-every call and while it downloads. Every other host waits, writes nothing, and verifies the snapshot read-only once
-the holder wrote its marker. A lock whose heartbeat is older than ``stale_after`` seconds (its holder's run was
-killed, its host went down) is taken over: renamed away (atomic; of several hosts that saw it stale only one rename
-succeeds), checked to be the stale lock it was and not a fresh one, then made again; the new holder resumes from the
-partial files the old one left. Staleness compares the heartbeat with this host's clock: the hosts' clocks must agree
-within a small part of ``stale_after`` (NTP).
+Several hosts whose model root is one shared directory (NFS, CephFS, a bind mount) would otherwise all download the same
+commit at once into the same ``.llmops-partial`` files. The lock is a directory, ``ROOT/.llmops-lock-COMMIT``, holding
+``owner.json`` ({owner, host, pid, since}): a host makes a directory of its own with that file in it and renames it to
+the lock's name - ``rename`` of a directory onto a non-empty one fails, atomically on a network file system as on a
+local one, so exactly one host makes the lock, and no host sees a lock without its holder's name. Its holder refreshes
+the file's modification time (the heartbeat) at every call and while it downloads. Every other host waits, writes
+nothing, and verifies the snapshot read-only once the holder wrote its marker. A lock whose heartbeat is older than
+``stale_after`` seconds (its holder's run was killed, its host went down) is taken over: renamed away (atomic; of
+several hosts that saw it stale only one rename succeeds), checked to be the stale lock it was and not a fresh one, then
+made again; the new holder resumes from the partial files the old one left. Staleness compares the heartbeat with this
+host's clock: the hosts' clocks must agree within a small part of ``stale_after`` (NTP).
 
 ``owner`` is the name the operator knows the host by (the model role passes inventory_hostname); a call whose owner
 holds the lock goes on downloading, so one host's calls of a wait_budget loop keep it.
@@ -65,15 +66,22 @@ class SharedLock:
         self.last_beat = 0.0
 
     def _make(self):
-        try:
-            os.mkdir(self.path, 0o755)
-        except FileExistsError:
+        """Make the lock with its record already inside: a directory of our own, renamed to the lock's name (atomic;
+        fails when another host's lock is there), so no host ever sees the lock without its holder's name."""
+        if os.path.lexists(self.path):
             return False
         self.record["since"] = self.clock()
-        tmp = os.path.join(self.path, OWNER + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.record, f)
-        os.replace(tmp, os.path.join(self.path, OWNER))
+        mine = "%s.new-%s-%d-%d" % (self.path, self.owner, os.getpid(), int(self.clock() * 1000))
+        os.mkdir(mine, 0o755)
+        try:
+            with open(os.path.join(mine, OWNER), "w", encoding="utf-8") as f:
+                json.dump(self.record, f)
+            os.rename(mine, self.path)
+        except OSError as exc:
+            shutil.rmtree(mine, ignore_errors=True)
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR):
+                return False
+            raise
         return True
 
     def _take_over(self, seen):

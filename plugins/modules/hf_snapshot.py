@@ -139,9 +139,10 @@ options:
   lock_owner:
     description:
       - On shared storage (one O(dest) several hosts see), the name of this host (the model role passes
-        C(inventory_hostname)). One host per commit takes the lock C(DEST/.llmops-lock-COMMIT) (C(mkdir), atomic on a
-        network file system) and downloads; every other host's call returns RV(done=false) with RV(waiting_for) and
-        writes nothing until the holder's marker is there, then verifies the snapshot read-only.
+        C(inventory_hostname)). One host per commit takes the lock C(DEST/.llmops-lock-COMMIT) (a directory renamed
+        into place with its holder's record in it, atomic on a network file system) and downloads; every other
+        host's call returns RV(done=false) with RV(waiting_for) and writes nothing until the holder's marker is there,
+        then verifies the snapshot read-only.
       - Unset, no lock is taken (one host per directory).
     type: str
   lock_stale:

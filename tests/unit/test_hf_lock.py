@@ -5,6 +5,7 @@ import json
 import os
 import time
 
+from ansible_collections.llmops.sglang.plugins.module_utils import hf_lock
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_lock import OWNER, SharedLock, lock_path, read_owner
 
 COMMIT = "c" * 40
@@ -89,3 +90,29 @@ def test_the_heartbeat_is_refreshed_at_most_every_given_seconds(tmp_path):
     now[0] += 6
     a.beat(every=10)
     assert SharedLock(tmp_path, COMMIT, "gpu02").acquire()["age"] < 99
+
+
+def test_the_lock_appears_with_its_holders_name_already_in_it(tmp_path, monkeypatch):
+    """No host can see the lock without owner.json (it would report "another host" as the holder): the lock's name
+    appears only by the rename of a directory that already holds the record."""
+    seen = []
+    real_rename = os.rename
+
+    def rename(src, dst):
+        seen.append(os.path.exists(os.path.join(src, OWNER)) and not os.path.exists(dst))
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(hf_lock.os, "rename", rename)
+    assert SharedLock(tmp_path, COMMIT, "gpu01").acquire() is None
+    assert seen == [True]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".llmops-lock-" + COMMIT]
+
+
+def test_a_host_that_loses_the_race_for_the_lock_leaves_nothing_and_waits(tmp_path, monkeypatch):
+    assert SharedLock(tmp_path, COMMIT, "gpu01").acquire() is None
+    # gpu02 looked before gpu01's lock appeared: its own directory's rename onto the lock fails
+    monkeypatch.setattr(hf_lock.os.path, "lexists", lambda p: False)
+    assert SharedLock(tmp_path, COMMIT, "gpu02")._make() is False
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".llmops-lock-" + COMMIT]
+    assert read_owner(lock_path(tmp_path, COMMIT))[0]["owner"] == "gpu01"
