@@ -12,6 +12,7 @@ Import as ``from events import wait_until, sleeping`` (pytest puts tests/ on sys
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -46,3 +47,16 @@ def sleeping(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return number.isdigit() and int(number) in _SLEEP_SYSCALLS.get(os.uname().machine, set())
+
+
+def stop_process(proc, grace: float = 10.0) -> None:
+    """End a process this test started (by its Popen): SIGTERM, then SIGKILL if it is still there after ``grace``
+    seconds (a hang guard, not a duration the test depends on)."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(grace)

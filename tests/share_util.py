@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from events import stop_process
+
 SHARE = Path(__file__).resolve().parents[1] / "roles" / "model" / "files" / "model_share.py"
 
 
@@ -44,12 +46,7 @@ def start_share(directory, workdir, *, allow=("127.0.0.1",), token=None, argv_pr
 
 
 def stop_share(proc):
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+    stop_process(proc)
     for stream in (proc.stdout, proc.stderr):
         if stream:
             stream.close()

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from events import wait_until
+from events import stop_process, wait_until
 
 SQUASH = Path(__file__).resolve().parents[1] / "sim" / "share" / "root_squash.py"
 
@@ -37,12 +37,6 @@ def root_squashed_share(uid: int, gid: int):
             subprocess.run(["umount", mnt], check=False, capture_output=True, timeout=30)
         if os.path.ismount(mnt):  # still in use: detach it, so that nothing is left mounted
             subprocess.run(["umount", "-l", mnt], check=False, capture_output=True, timeout=30)
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(15)
+        stop_process(proc, 15)
         log.close()
         shutil.rmtree(top, ignore_errors=True)
