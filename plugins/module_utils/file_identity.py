@@ -25,6 +25,11 @@ import pwd
 import re
 
 ACCOUNT_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
+# What to do when root may not write on the model's directory (said by the input check and by a refused write).
+ROOT_SQUASH_HINT = (
+    "on a share exported with root_squash, root writes as the anonymous account: set run_as, the model role's "
+    "model_storage_account, to the account that owns it"
+)
 
 
 def account_ids(name):

@@ -25,7 +25,7 @@ import pwd
 import re
 import time
 
-from ansible_collections.llmops.sglang.plugins.module_utils.file_identity import as_root
+from ansible_collections.llmops.sglang.plugins.module_utils.file_identity import ROOT_SQUASH_HINT, as_root
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR, hash_file
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import load_state, save_json
 
@@ -105,10 +105,7 @@ def check_inputs(p):
         if st.f_flag & os.ST_RDONLY:
             why = " (read-only file system)"
         elif os.geteuid() == 0:
-            why = (
-                " for root (on a share exported with root_squash, root writes as the anonymous account: set run_as, "
-                "the model role's model_storage_account, to the account that owns it)"
-            )
+            why = " for root (%s)" % ROOT_SQUASH_HINT
         else:
             why = " for %s" % _account_name(os.geteuid())
         return "dest: expected a writable directory; found %s not writable%s; choose a writable path or fix it" % (

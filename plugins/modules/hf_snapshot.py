@@ -317,6 +317,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import (
     safe_relpath,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.file_identity import (
+    ROOT_SQUASH_HINT,
     account_ids,
     acting_as,
     as_root,
@@ -408,10 +409,7 @@ def write_hint(exc, account):
         return ""
     if account:
         return "; the directory must belong to %s on the file server (the same uid on every host)" % account
-    return (
-        "; a share exported with root_squash writes root's files as its anonymous account: set run_as (the model "
-        "role's model_storage_account) to the account that owns the directory"
-    )
+    return "; " + ROOT_SQUASH_HINT
 
 
 def run_module(module):
