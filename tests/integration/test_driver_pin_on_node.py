@@ -18,8 +18,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _node_util import ROOT, VENV_BIN, booted, nvidia_packages, one_host_inventory, play_recap, sim_node, stage_env
+from _node_util import ROOT, VENV_BIN, booted, nvidia_packages, one_host_inventory, sim_node, stage_env
 from events import PLAYBOOK_GUARD
+from playbook_output import play_recap
 
 NAME = os.environ.get("GS_PIN_NODE_NAME", "gs4")
 IP = os.environ.get("GS_PIN_NODE_IP", "10.213.0.44")

@@ -33,8 +33,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _node_util import booted_nodes, fleet_inventory, play_recap, ssh_key
+from _node_util import booted_nodes, fleet_inventory, ssh_key
 from events import wait_until
+from playbook_output import play_recap
 from test_router_rolling_on_nodes import OPENER, ROUTER_PORT, SERVER_PORT, ClientLoop, Fleet, bearer, ssh
 
 pytestmark = [

@@ -32,7 +32,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, play_recap, ssh_key
+from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, ssh_key
+from playbook_output import play_recap
 
 pytestmark = [
     pytest.mark.node,

@@ -36,13 +36,12 @@ from _node_util import (
     VENV_BIN,
     Node,
     booted_nodes,
-    failed_tasks,
     fleet_inventory,
     guarded_run,
-    play_recap,
     ssh_key,
 )  # fmt: skip
 from events import PLAYBOOK_GUARD
+from playbook_output import failed_tasks, play_recap
 from squash_util import root_squashed_share
 
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_hub import PARTIAL_DIR

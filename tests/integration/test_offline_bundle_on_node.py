@@ -26,8 +26,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from _node_util import ROOT, VENV_BIN, booted_nodes, fleet_inventory, play_recap, sim_node, stage_env
+from _node_util import ROOT, VENV_BIN, booted_nodes, fleet_inventory, sim_node, stage_env
 from events import PLAYBOOK_GUARD
+from playbook_output import play_recap
 
 pytestmark = [
     pytest.mark.node,

@@ -22,14 +22,13 @@ from _node_util import (
     ROOT,
     VENV_BIN,
     booted,
-    failed_tasks,
     nvidia_packages,
     one_host_inventory,
-    play_recap,
     sim_node,
     stage_env,
 )
 from events import PLAYBOOK_GUARD
+from playbook_output import failed_tasks, play_recap
 
 NAME = os.environ.get("GS_NODE_NAME", "gs1")
 IP = os.environ.get("GS_NODE_IP", "10.213.0.41")

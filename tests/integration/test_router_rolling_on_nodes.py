@@ -38,14 +38,13 @@ from _node_util import (
     ROOT,
     VENV_BIN,
     booted_nodes,
-    changed_tasks,
     fleet_inventory,
-    play_recap,
     sim_node,
     ssh_key,
 )
 from events import GUARD, PLAYBOOK_GUARD, wait_until
 from node_ssh import ssh_run
+from playbook_output import changed_tasks, play_recap
 from transcripts import check as check_transcript
 
 pytestmark = pytest.mark.node

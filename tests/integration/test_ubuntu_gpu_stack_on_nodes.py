@@ -27,11 +27,11 @@ from _node_util import (
     booted_nodes,
     fleet_inventory,
     nvidia_packages,
-    play_recap,
     sim_node,
     stage_env,
 )
 from events import PLAYBOOK_GUARD
+from playbook_output import play_recap
 
 NODES = {
     os.environ.get("GS_NOBLE_NODE_NAME", "gs5"): ("10.213.0.45", "rtx-pro-6000-x8", "ubuntu-24.04"),

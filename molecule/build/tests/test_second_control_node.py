@@ -5,11 +5,11 @@ verifier with molecule's own inventory and settings, after idempotence."""
 
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
 import testinfra.utils.ansible_runner
+from playbook_output import changed_tasks, default_output_env, play_recap
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = [h for h in testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all") if h == "bd1"]
@@ -22,10 +22,8 @@ def converge_with(wheelhouse: Path) -> tuple[int, str]:
     """(exit status, output) of the build scenario's converge from a control node whose wheelhouse is ``wheelhouse``
     (ansible-playbook's default output, no colour)."""
     wheelhouse.mkdir()
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_NOCOLOR="1")
-    env.pop("ANSIBLE_FORCE_COLOR", None)
     cmd = ["ansible-playbook", "-i", INVENTORY, "-e", f"python_env_wheelhouse={wheelhouse}", str(CONVERGE)]
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    run = subprocess.run(cmd, capture_output=True, text=True, env=default_output_env(), timeout=1800, check=False)
     return run.returncode, run.stdout + run.stderr
 
 
@@ -36,9 +34,9 @@ def test_an_empty_wheelhouse_on_another_control_node_builds_nothing_and_changes_
     rc, out = converge_with(wheelhouse)
     fetched = sorted(str(p.relative_to(wheelhouse)) for p in wheelhouse.rglob("*") if p.is_file())
     assert rc == 0, out[-4000:]
-    recap = re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M)
-    changed = re.findall(r"^TASK \[(.+?)\] \*+\n(?:(?!TASK \[).*\n)*?changed: \[", out, re.M)
-    assert len(recap) == 2 and all((c, u, f) == ("0", "0", "0") for _, c, u, f in recap), (recap, changed)
+    recap = play_recap(out)
+    assert len(recap) == 2 and all(c["changed"] == c["unreachable"] == c["failed"] == 0 for c in recap.values()), (
+        recap, changed_tasks(out))  # fmt: skip
     assert fetched == [], f"the second control node's wheelhouse got {fetched}"
     assert host.run(BUILD_LOGS).stdout == logs  # no build ran
 

@@ -4,7 +4,6 @@ change nothing, nothing is built or fetched into its wheelhouse, the server keep
 from the verifier with molecule's own settings, after idempotence."""
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -12,6 +11,7 @@ import time
 from pathlib import Path
 
 import testinfra.utils.ansible_runner
+from playbook_output import changed_tasks, default_output_env, play_recap
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")[:1]
@@ -42,8 +42,7 @@ def test_site_yml_from_a_second_control_node_changes_nothing_builds_nothing_and_
         wheelhouse.mkdir()
         runs = Path(work) / "runs"  # not one of the converge runs test_modules_run_once.py counts
         runs.mkdir()
-        env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_NOCOLOR="1", MODULE_RUNS_DIR=str(runs))
-        env.pop("ANSIBLE_FORCE_COLOR", None)
+        env = default_output_env(MODULE_RUNS_DIR=str(runs))
         cmd = ["ansible-playbook", "-i", str(ci / Path(INVENTORY).name), "-e", f"python_env_wheelhouse={wheelhouse}",
                str(CONVERGE)]  # fmt: skip
         t0 = time.monotonic()
@@ -53,9 +52,9 @@ def test_site_yml_from_a_second_control_node_changes_nothing_builds_nothing_and_
         fetched = sorted(str(p.relative_to(wheelhouse)) for p in wheelhouse.rglob("*") if p.is_file())
         taken = secrets_of(ci)
     assert run.returncode == 0, out[-4000:]
-    recap = re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M)
-    changed = re.findall(r"^TASK \[(.+?)\] \*+\n(?:(?!TASK \[).*\n)*?changed: \[", out, re.M)
-    assert recap and all((c, u, f) == ("0", "0", "0") for _, c, u, f in recap), (recap, changed)
+    recap = play_recap(out)
+    assert recap and all(c["changed"] == c["unreachable"] == c["failed"] == 0 for c in recap.values()), (
+        recap, changed_tasks(out))  # fmt: skip
     assert fetched == [], f"the second control node's wheelhouse got {fetched}"
     assert host.run(BUILD_LOGS).stdout == before["logs"]  # no build ran (none of the builder's logs is new)
     assert host.run("systemctl show -p MainPID --value sglang.service").stdout.strip() == before["pid"]
