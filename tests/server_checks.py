@@ -47,4 +47,8 @@ def problems(**overrides):
     variables["server_path_problems"] = inventory_values.path_problems(
         paths, tuple(role_vars["server_owned_paths"]), role_vars["server_path_follows"]
     )
+    # server_account_problems as vars/main.yml computes it (root accepted for the service account)
+    assert "account_problems(allow_root=true)" in role_vars["server_account_problems"]
+    accounts = {k: templar.template(trust_as_template(v)) for k, v in role_vars["server_accounts"].items()}
+    variables["server_account_problems"] = inventory_values.account_problems(accounts, allow_root=True)
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]

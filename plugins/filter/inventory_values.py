@@ -1,6 +1,6 @@
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""llmops.sglang.inventory_problems, key_problems, path_problems (docs: plugins/filter/*.yml).
+"""llmops.sglang.inventory_problems, key_problems, path_problems, account_problems (docs: plugins/filter/*.yml).
 
 The knowledge lives in module_utils/inventory_values.py; this file only adapts it to Jinja."""
 
@@ -36,6 +36,19 @@ def path_problems(paths, owned=None, follows=None):
     return inventory_values.path_problems(dict(paths.items()), tuple(owned or ()), dict(follows or {}))
 
 
+def account_problems(accounts, allow_root=False):
+    """One sentence per bad account name of ``accounts`` ({variable: value}); root is refused unless allowed."""
+    if not hasattr(accounts, "items"):
+        found = type(accounts).__name__
+        raise AnsibleFilterError("account_problems: expected a dict of variable name to account; found %s" % found)
+    return inventory_values.account_problems(dict(accounts.items()), bool(allow_root))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"inventory_problems": inventory_problems, "key_problems": key_problems, "path_problems": path_problems}
+        return {
+            "inventory_problems": inventory_problems,
+            "key_problems": key_problems,
+            "path_problems": path_problems,
+            "account_problems": account_problems,
+        }

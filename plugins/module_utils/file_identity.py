@@ -22,9 +22,9 @@ import contextlib
 import errno
 import os
 import pwd
-import re
 
-ACCOUNT_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
+from ansible_collections.llmops.sglang.plugins.module_utils.inventory_values import is_account_name
+
 # What to do when root may not write on the model's directory (said by the input check and by a refused write).
 ROOT_SQUASH_HINT = (
     "on a share exported with root_squash, root writes as the anonymous account: set run_as, the model role's "
@@ -34,7 +34,7 @@ ROOT_SQUASH_HINT = (
 
 def account_ids(name):
     """(uid, gid, groups) of the account, or a one-line reason why it cannot be used."""
-    if not ACCOUNT_RE.match(name or ""):
+    if not is_account_name(name):
         return "expected an account name (lower-case letters, digits, _ and -, at most 32); found %r" % (name,)
     try:
         pw = pwd.getpwnam(name)

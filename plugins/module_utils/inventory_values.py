@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """Inventory values that reach a systemd unit, an environment file or a command line, checked before any change.
 
-One home for the rules (issue 25, item 6); the roles call them through the filter ``llmops.sglang.inventory_problems``
+One home for the rules; the roles call them through the filter ``llmops.sglang.inventory_problems``
 (roles/preflight/tasks/inventory.yml) and the topology (module_utils/sglang_topology.py):
 
 * an address (``ansible_host``, ``llmops_server_host``, ``llmops_router_host``, ``llmops_router_prometheus_host``)
@@ -11,6 +11,9 @@ One home for the rules (issue 25, item 6); the roles call them through the filte
   characters): a value with a newline would add lines such as an ``ExecStartPre=`` (run as root) to a unit or an
   environment file;
 * a name (``llmops_replica``, ...) is ``[A-Za-z0-9._-]``, starting with a letter or digit;
+* an account name (``llmops_service_user``, ``python_env_build_user``, ``model_storage_account`` ...) is lower-case
+  letters, digits, ``_`` and ``-``, not starting with a digit or ``-``, at most 32 characters, and not root where
+  the role runs something as it (``account_problems``; the modules that act as an account read ``is_account_name``);
 * any other text has no whitespace or control character (C0, DEL, C1, and the bidi/format controls).
 
 * a path the collection writes, chowns to a service account or prunes (``path_problems``) is absolute and normal (no
@@ -30,6 +33,7 @@ import ipaddress
 import re
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 # C0 controls and DEL, C1 controls, and the invisible format characters that reorder or hide text (bidi embeddings
 # and overrides U+202A..U+202E, isolates U+2066..U+2069, marks U+200E/U+200F/U+061C, zero-width U+200B..U+200D,
@@ -46,6 +50,44 @@ def shown(value):
     """The value as a refusal may print it: control characters escaped, at most 80 characters."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def is_account_name(value):
+    """A system account or group name the collection may create, chown to or run as (the whole string: no newline)."""
+    return isinstance(value, str) and ACCOUNT.fullmatch(value) is not None
+
+
+# What each account variable's refusal suggests.
+ACCOUNT_EXAMPLES = {
+    "llmops_service_user": "sglang",
+    "llmops_service_group": "sglang",
+    "python_env_build_user": "llmops-build",
+    "router_user": "sglang-router",
+    "model_storage_account": "llmops-model",
+}
+
+
+def account_problem(what, value, *, allow_root=False):
+    if not is_account_name(value):
+        expected = "a system account name" + ("" if allow_root else " other than root")
+    elif value == "root" and not allow_root:
+        expected = "a system account name other than root"
+    else:
+        return None
+    return (
+        "Expected %s to be %s (lower-case letters, digits, _ and -, not starting with a digit or -, at most 32 "
+        "characters); found %s. Set it to %s." % (what, expected, shown(value), ACCOUNT_EXAMPLES.get(what, "a name"))
+    )
+
+
+def account_problems(accounts, allow_root=False):
+    """One sentence per bad account name of ``accounts`` ({variable: value}); a null value is not checked."""
+    out = []
+    for what, value in accounts.items():
+        problem = None if value is None else account_problem(what, value, allow_root=allow_root)
+        if problem:
+            out.append(problem)
+    return out
 
 
 def is_host_name(value):

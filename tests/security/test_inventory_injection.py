@@ -158,3 +158,55 @@ def test_preflight_stops_the_play_in_one_line_when_an_inventory_address_carries_
     assert not marker.exists()
     assert "gpu1: nothing was changed. Expected ansible_host of gpu1 to be an IP address" in run.stdout + run.stderr
     assert "Traceback" not in run.stdout + run.stderr
+
+
+# Account names: the account each role creates, gives files to or runs a process as (the service account and group,
+# the build account, the router's account, the account that writes a shared model directory). One rule
+# (inventory_values.account_problems), read by the roles through the filter llmops.sglang.account_problems; the server
+# and router checks' renderings are in tests/unit (test_server_role_checks, test_router_role_checks), the model role's
+# in tests/unit/test_bad_input_downloads.py, the build account's in tests/unit/test_build_dir_private.py.
+BAD_ACCOUNTS = {
+    "trailing_newline": "llmops-build\n",
+    "newline_then_unit_line": "sglang\nExecStartPre=+/bin/sh",
+    "space": "llm ops",
+    "upper_case": "Builder",
+    "leading_digit": "1build",
+    "leading_dash": "-build",
+    "too_long": "a" * 33,
+    "empty": "",
+    "not_a_string": 1000,
+}
+
+
+@pytest.mark.parametrize("value", BAD_ACCOUNTS.values(), ids=BAD_ACCOUNTS.keys())
+def test_an_unsafe_account_name_is_refused_in_one_line_without_echoing_control_characters(value):
+    assert IV.is_account_name(value) is False
+    (problem,) = IV.account_problems({"router_user": value})
+    assert problem.startswith("Expected router_user to be a system account name other than root (")
+    assert problem.endswith(". Set it to sglang-router.")
+    assert "\n" not in problem and "\x00" not in problem
+
+
+@pytest.mark.parametrize("value", ["sglang", "llmops-build", "sglang-router", "_svc", "a" * 32, "llmops_model-2"])
+def test_real_account_names_pass(value):
+    assert IV.is_account_name(value) is True
+    assert IV.account_problems({"router_user": value}) == []
+
+
+def test_root_is_refused_unless_the_caller_accepts_it():
+    assert IV.account_problems({"python_env_build_user": "root"}) == [
+        "Expected python_env_build_user to be a system account name other than root (lower-case letters, digits, _ "
+        "and -, not starting with a digit or -, at most 32 characters); found 'root'. Set it to llmops-build."
+    ]
+    assert IV.account_problems({"llmops_service_user": "root"}, allow_root=True) == []
+    assert IV.account_problems({"llmops_service_user": None}) == []
+
+
+def test_no_role_or_plugin_spells_the_account_rule_itself():
+    # the rule's one home is inventory_values.ACCOUNT; the roles call llmops.sglang.account_problems
+    spelled = [
+        str(p.relative_to(ROOT))
+        for p in [*(ROOT / "roles").rglob("*"), *(ROOT / "plugins").rglob("*.py")]
+        if p.is_file() and p.suffix in {".yml", ".j2", ".py"} and "[a-z_][a-z0-9_-]" in p.read_text()
+    ]
+    assert spelled == ["plugins/module_utils/inventory_values.py"]

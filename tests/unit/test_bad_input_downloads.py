@@ -254,6 +254,7 @@ ROLE_ROWS = [
     # the account that writes on a root_squash share: its name, its uid, where it may be used; then the host's accounts
     ("role: account root", {"model_storage": "shared", "model_storage_account": "root"}, ACCOUNT),
     ("role: account with a space", {"model_storage": "shared", "model_storage_account": "llm ops"}, ACCOUNT),
+    ("role: account with a newline", {"model_storage": "shared", "model_storage_account": "daemon\n"}, ACCOUNT),
     ("role: account on local storage", {"model_storage_account": "daemon"}, ACCOUNT),
     (
         "role: account with an offline bundle",

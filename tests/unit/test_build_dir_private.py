@@ -81,3 +81,13 @@ def test_preflight_and_the_build_stage_refuse_a_build_tree_under_var_tmp_before_
 def test_the_default_build_tree_passes_the_check(tmp_path):
     rc, out = run_tasks_from(tmp_path, "llmops.sglang.preflight", "build_dir", {})
     assert rc == 0 and PASSED in out, out
+
+
+# The account the builds run as: refused first, before any task reaches the host (the rule:
+# tests/security/test_inventory_injection.py).
+@pytest.mark.parametrize("value", ["llmops-build\n", "root", "Build User"])
+def test_the_build_account_is_refused_first_in_the_python_env_role(tmp_path, value):
+    rc, out = run_tasks_from(tmp_path, "llmops.sglang.python_env", "main", {"python_env_build_user": value})
+    assert rc != 0 and PASSED not in out, out[-2000:]
+    assert "Expected python_env_build_user to be a system account name other than root" in out, out[-2000:]
+    assert "Nothing was changed." in out

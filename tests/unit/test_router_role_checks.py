@@ -53,6 +53,8 @@ def problems(**overrides):
     paths = {k: variables[k] for k in VARS["router_paths"]}
     assert set(VARS["router_paths"]) == {"router_venv", "router_python", "router_log_dir"}
     variables["router_path_problems"] = inventory_values.path_problems(paths, ("router_venv", "router_log_dir"))
+    assert VARS["router_account_problems"] == "{{ {'router_user': router_user} | llmops.sglang.account_problems }}"
+    variables["router_account_problems"] = inventory_values.account_problems({"router_user": variables["router_user"]})
     variables["router_bench_problems"] = sglang_bench.problems(
         {s: variables["router_bench_" + s] for s in ("prompts", "input_len", "output_len", "concurrency", "seed",
                                                       "timeout", "max_slowdown_pct")}, "router_bench")  # fmt: skip
@@ -83,6 +85,14 @@ def test_the_defaults_pass():
         ({"router_venv": "/opt/r\nExecStartPre=+/bin/sh"}, "Expected router_venv to be an absolute path other than /"),
         ({"router_venv": "/opt/sglang-router/../../usr"}, "Expected router_venv to be a normal path"),
         ({"router_python": "python3"}, "Expected router_python to be an absolute path other than / with no spaces"),
+        # the account, the package and the unit's name reach the unit file (User=, Description=) and pip's argv
+        ({"router_user": "sglang-router\nExecStartPre=+/bin/sh"}, "Expected router_user to be a system account name"),
+        ({"router_user": "root"}, "Expected router_user to be a system account name other than root"),
+        ({"router_user": "Router"}, "Expected router_user to be a system account name"),
+        ({"router_package": "sglang-router\n[Service]"}, "Expected router_package to be a package name on the index"),
+        ({"router_package": "sglang-router --index-url=x"}, "Expected router_package to be a package name on the"),
+        ({"router_unit_name": "sglang-router"}, "Expected router_unit_name to be a systemd service name ending in"),
+        ({"router_unit_name": "a.service\nx.service"}, "Expected router_unit_name to be a systemd service name"),
         ({"router_roll_batch_size": "all"}, "Expected router_roll_batch_size to be a whole number >= 1"),
         ({"router_drain_timeout": 0}, "Expected router_drain_timeout >= 1; found 0."),
         ({"router_drain_quiet_polls": 0}, "Expected router_drain_quiet_polls >= 1; found 0."),

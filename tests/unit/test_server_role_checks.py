@@ -25,6 +25,8 @@ def test_the_defaults_pass():
         {"server_mem_fraction_static": "inf"},
         {"llmops_server_host": "0.0.0.0 --api-key x"},
         {"llmops_service_user": "SGLang Service"},
+        {"llmops_service_user": "sglang\n"},  # a trailing newline would end the unit's User= line
+        {"llmops_service_group": 1000},
         {"llmops_model_dir": "models/glm"},
         {"llmops_model_revisions_dir": "/opt/models/glm revisions"},
         {"server_kv_cache_dtype": "fp8 e4m3"},
