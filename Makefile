@@ -149,10 +149,10 @@ test-revisions: venv ## model revision switch, fault + rollback, rollback.yml, r
 	LLMOPS_DAYTWO=1 bash scripts/pytest-run -p no:cacheprovider tests/integration/test_router_rolling_on_nodes.py -m node \
 		-k "come_up_behind_the_router or model_revision"
 
-# --- the example inventory as shipped, end to end (issue 24 item 1): four nodes ex1..ex4 (10.213.0.121-124), site.yml
-# cold to a serving fleet behind the router, then again with changed=0. Not in `make test`: a cold site.yml on ONE
-# node already takes 7.6 min here (molecule default's converge, 2026-12-01) and make test is over its budget; this
-# runs three GPU nodes and a router twice. Boots nodes: run it under the node lock.
+# --- the example inventory as shipped, end to end: four nodes ex1..ex4 (10.213.0.121-124), site.yml cold to a serving
+# fleet behind the router, then the whole site.yml from a second control node with changed=0. Not in `make test`
+# (its node stream has no room for four more cold nodes); .ci/run runs it after test-offline. Boots nodes: run it
+# under the node lock.
 .PHONY: test-example
 test-example: venv ## the shipped example inventory on four simulated nodes (under the node lock)
 	LLMOPS_EXAMPLE_E2E=1 bash scripts/pytest-run -p no:cacheprovider -s tests/integration/test_example_inventory_on_nodes.py -m node

@@ -10,15 +10,18 @@ instead of the real artifacts. The wheelhouse is the example's default (the cont
 under a temporary XDG_CACHE_HOME.
 
 Asserted: the first run succeeds; the router lists both replicas healthy and answers a chat completion for the
-served model name; the second run reports changed=0 on every host; gpu_facts ran once per GPU server in it
-(tests/integration/callback_plugins/module_runs.py). The wall times are printed.
+served model name. The second run is a second control node's (a CI job's fresh checkout: the copy without
+credentials/, and an empty wheelhouse under its own XDG_CACHE_HOME), the whole site.yml against the serving fleet
+under a bounded client loop through the router: it reports changed=0 on every host, gpu_facts ran once per GPU server
+in it (tests/integration/callback_plugins/module_runs.py), it takes the fleet's keys from the hosts (the same files as
+the first control node's credentials/), nothing is fetched into its wheelhouse, no build runs (the build host's build
+logs are the same), no replica or router process restarts (MainPID) and no request of the loop fails. The wall times
+are printed.
 
 Run under the node lock: flock /work/locks/nodes.lock make test-example (which sets LLMOPS_EXAMPLE_E2E=1).
-Measured once (2026-12-01, with the router keys): 1158 s for the module, site.yml cold 678 s, converged re-run 425 s.
-It stays out of make test (skipped without LLMOPS_EXAMPLE_E2E=1): a cold site.yml on one node takes 7.6 min here
-(molecule default's converge), more than the ~5 minutes the node stream may grow, and this runs four nodes twice.
-Extending it (e.g. issue 25's keys and narrow binds): put the additions the example needs into the example, and only
-what the simulation needs into example_on_sim.yml.
+Figures: docs/testing.md. It stays out of make test (skipped without LLMOPS_EXAMPLE_E2E=1; the node stream has no room
+for four more cold nodes); .ci/run runs it on every change, after make test-offline. Extending it: put the additions
+the example needs into the example, and only what the simulation needs into example_on_sim.yml.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from pathlib import Path
 
 import pytest
 from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, ssh_key
-from playbook_output import play_recap
+from playbook_output import changed_tasks, play_recap
+from test_router_rolling_on_nodes import ClientLoop, ssh
 
 pytestmark = [
     pytest.mark.node,
@@ -52,7 +56,11 @@ NODES = {
     "gpu03": ("ex3", "10.213.0.123", "rtx-pro-6000-x8", "192.0.2.12"),
     "router01": ("ex4", "10.213.0.124", "none", "192.0.2.20"),
 }
-ROUTER = "http://10.213.0.124:30080"
+ROUTER_IP = "10.213.0.124"
+ROUTER = f"http://{ROUTER_IP}:30080"
+# where each GPU server, when it is the build host, keeps what it built (python_env_build_dir's wheels/); a build
+# writes a build.log there
+BUILD_LOGS = "find /var/lib/llmops-sglang-build/wheels -name build.log 2>/dev/null | sort"
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 FIGURES: list[str] = []
 
@@ -74,10 +82,10 @@ def inventory_copy(work: Path) -> Path:
     return copy
 
 
-def site(copy: Path, work: Path, tag: str):
+def site(copy: Path, work: Path, tag: str, cache: Path | None = None):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
-    env["XDG_CACHE_HOME"] = str(work / "cache")  # the wheelhouse's default lives under it
+    env["XDG_CACHE_HOME"] = str(cache or work / "cache")  # the wheelhouse's default lives under it
     env["ANSIBLE_CALLBACK_PLUGINS"] = str(CALLBACKS)
     env["ANSIBLE_CALLBACKS_ENABLED"] = "llmops.sglang.sglang_progress,module_runs"
     env["MODULE_RUNS_DIR"] = str(work / f"{tag}.runs")
@@ -141,14 +149,56 @@ def test_the_example_inventory_serves_behind_the_router_and_a_second_run_changes
                                                    "max_tokens": 8}, keys["router-api-key"])  # fmt: skip
     assert answer["choices"][0]["message"]["content"].strip()
 
-    again, seconds, counts = site(copy, work, "again")
+    # A second control node: a CI job's fresh checkout of the inventory (everything but credentials/, git-ignored) and
+    # an empty cache, so an empty wheelhouse of its own. It runs the whole site.yml against the serving fleet.
+    ci = work / "ci-inventory"
+    shutil.copytree(copy, ci, ignore=shutil.ignore_patterns("credentials"))
+    assert not (ci / "credentials").exists()
+    ci_cache = work / "ci-cache"
+    ci_cache.mkdir()
+    generated = secrets_of(copy)
+    assert len(generated) >= 2 and all(len(v) >= 32 for v in generated.values()), sorted(generated)
+    before = fleet_state()
+    assert all(pid not in ("", "0") for pid in before["pids"].values()), before["pids"]
+    loop = ClientLoop(limit=20000, deadline=1800, key=keys["router-api-key"], router_ip=ROUTER_IP).start()
+    again, seconds, counts = site(ci, work, "again", cache=ci_cache)
+    loop.stop()
     assert again.returncode == 0, why(again)
     changed = {h: r["changed"] for h, r in play_recap(again.stdout).items()}
     # every host of the example, and the controller (playbooks/fleet_roll_plan.yml plans the restart order there)
-    assert set(changed) == {*NODES, "localhost"} and set(changed.values()) == {0}, changed
+    assert set(changed) == {*NODES, "localhost"}, changed
+    assert set(changed.values()) == {0}, (changed, changed_tasks(again.stdout))
     assert {h: c.get("llmops.sglang.gpu_facts") for h, c in counts.items() if h.startswith("gpu")} == {
         "gpu01": 1,
         "gpu02": 1,
         "gpu03": 1,
     }
-    FIGURES.append(f"site.yml again (converged, changed=0): {seconds:.0f} s")
+    assert secrets_of(ci) == generated  # taken from the hosts that hold them, not made anew (compared, never printed)
+    fetched = sorted(str(p.relative_to(ci_cache)) for p in ci_cache.rglob("*") if p.is_file())
+    assert fetched == [], f"the second control node's cache got {fetched}"
+    after = fleet_state()
+    assert after["logs"] == before["logs"]  # no build ran: none of the build logs is new
+    assert after["pids"] == before["pids"]  # nothing restarted
+    assert loop.failed == 0 and loop.codes[200] > 0, (loop.codes, loop.errors[:5])
+    FIGURES.append(
+        f"site.yml from a second control node (no credentials/, empty wheelhouse), converged, changed=0: "
+        f"{seconds:.0f} s, {loop.codes[200]} requests served through the router during it, {loop.failed} failed"
+    )
+
+
+def secrets_of(inventory: Path) -> dict[str, str]:
+    """Every key file in the inventory's credentials/ directory, by name."""
+    d = inventory / "credentials"
+    return {p.name: p.read_text().strip() for p in sorted(d.iterdir()) if p.is_file()} if d.is_dir() else {}
+
+
+def fleet_state() -> dict:
+    """Each node's service MainPIDs (sglang on the GPU servers, the router on router01) and every build log."""
+    key = ssh_key()
+    pids, logs = {}, {}
+    for host, (_node, ip, profile, _doc) in NODES.items():
+        unit = "sglang-router.service" if profile == "none" else "sglang.service"
+        pids[host] = ssh(key, ip, f"systemctl show -p MainPID --value {unit}").strip()
+        if profile != "none":
+            logs[host] = ssh(key, ip, BUILD_LOGS)
+    return {"pids": pids, "logs": logs}
