@@ -15,6 +15,9 @@ changelogs/changelog.yaml and changelogs/fragments/*, and the DOCUMENTATION of e
   and every `make TARGET` the text names exists, and every role-style variable in backticks is a name the code uses;
 - a `version_added` no later than the collection's version in galaxy.yml.
 
+The shipped code's own prose - each plugin file's docstring (module_utils included) and each playbook's header
+comment, which an operator reads to learn what a file does - carries no work-item reference either.
+
 Developer pages (CONTRIBUTING.md, docs/development.md, docs/testing.md, sim/ and tests/ READMEs) get the link, path
 and make-target checks only. Prints one line per finding, `FILE:LINE: what`, and exits 1 when there is one.
 """
@@ -98,6 +101,29 @@ def plugin_docs(root: Path) -> list[tuple[Path, int, str]]:
                     out.append((f, node.lineno, node.value.value))
     for f in sorted((root / "plugins").glob("*/*.yml")):
         out.append((f, 1, f.read_text(encoding="utf-8")))
+    return out
+
+
+def shipped_prose(root: Path) -> list[tuple[Path, int, str]]:
+    """(file, first line, text) of each plugin file's module docstring and each playbook's leading comment block."""
+    out = []
+    for f in sorted((root / "plugins").rglob("*.py")):
+        try:
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        first = tree.body[0] if tree.body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            out.append((f, first.lineno, first.value.value))
+    for f in sorted((root / "playbooks").glob("*.yml")):
+        lines = f.read_text(encoding="utf-8").splitlines()
+        head = []
+        for line in lines:
+            if line.startswith("#") or line.strip() in {"", "---"}:
+                head.append(line)
+            else:
+                break
+        out.append((f, 1, "\n".join(head)))
     return out
 
 
@@ -264,6 +290,10 @@ class Linter:
             self.wording(f, first, text)
             if collection:
                 self.version_added(f, first, text, collection)
+        for f, first, text in shipped_prose(self.root):
+            for i, line in enumerate(text.splitlines()):
+                for m in WORK_ITEM.finditer(line):
+                    self.report(f, first + i, f"internal work-item reference {m.group(0)!r}: say what the file does")
         return self.findings
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""The record of what runs where: one host's ``deployment.json`` (issue 28 item 4). This file owns its schema.
+"""The record of what runs where: one host's ``deployment.json``. This file owns its schema.
 
 Written only by the ``llmops.sglang.deployment_record`` module (one writer), in two ways:
 

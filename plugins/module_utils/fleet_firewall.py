@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""The fleet's own firewall: one nftables table owned by the collection (issue 25, item 5).
+"""The fleet's own firewall: one nftables table owned by the collection.
 
 The one home of this knowledge (the filter llmops.sglang.fleet_firewall adapts it to Jinja; the role fleet_firewall
 writes, checks and loads what it renders; docs/security.md, *Fleet firewall*, says why each port is here):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Is a downloaded PCI id database fit to name the GPUs? (issue 25, item 7; preflight's pci.ids download)
+"""Is a downloaded PCI id database fit to name the GPUs? (preflight's pci.ids download)
 
 A captive portal's HTML page, an empty, truncated, oversized or altered file would otherwise change which chip and so
 which GPU architecture preflight decides on. ``problem(candidate, installed, max_bytes, sha256)`` returns what is

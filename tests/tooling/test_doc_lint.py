@@ -97,6 +97,20 @@ def test_module_documentation_is_checked_and_version_added_is_bounded_by_galaxy(
     assert any(f.startswith("plugins/modules/thing.py:7: internal work-item reference 'item 4'") for f in found)
 
 
+def test_a_module_utils_docstring_and_a_playbooks_header_carry_no_work_item(tree):
+    (tree / "plugins" / "module_utils").mkdir()
+    (tree / "plugins" / "module_utils" / "rules.py").write_text('# c\n"""The rules (issue 25, item 6)."""\nX = 1\n')
+    (tree / "playbooks").mkdir()
+    (tree / "playbooks" / "roll.yml").write_text("---\n# Roll the fleet (issue 28 item 2).\n- hosts: all\n# issue 9\n")
+    found = lint(tree)
+    assert found == [
+        "plugins/module_utils/rules.py:2: internal work-item reference 'issue 25': say what the file does",
+        "plugins/module_utils/rules.py:2: internal work-item reference 'item 6': say what the file does",
+        "playbooks/roll.yml:2: internal work-item reference 'issue 28': say what the file does",
+        "playbooks/roll.yml:2: internal work-item reference 'item 2': say what the file does",
+    ], found  # a comment below the header is the code's, not checked
+
+
 def test_developer_pages_may_log_runs_but_their_links_must_resolve(tree):
     (tree / "docs" / "development.md").write_text("# Dev\n\nRun at c35f845 (issue 24).\n\n[x](nope.md)\n")
     assert lint(tree) == ["docs/development.md:5: link 'nope.md' does not resolve: no nope.md"]
