@@ -976,8 +976,15 @@ def test_a_model_revision_switch_then_rollback_fail_no_request_and_retention_rem
             {"router_drain_timeout": 0},
             "rr3: nothing was changed. Expected router_drain_timeout >= 1; found 0. Set it to seconds, e.g. 300.",
         ),
+        (
+            {"router_requirements_file": "/nonexistent/router-lock.txt"},
+            "rr3: nothing was changed. Expected /nonexistent/router-lock.txt (router_requirements_file) to be a "
+            "hash-pinned requirements file of sglang-router==0.3.2; found no such file. Set router_requirements_file "
+            "to a pip requirements file with a --hash for every file (the collection's checkout writes one with "
+            "scripts/router-lock.py VERSION), or router_require_hashes to false to install without hashes.",
+        ),
     ],
-    ids=["unknown policy", "metrics port equals the router port", "zero drain timeout"],
+    ids=["unknown policy", "metrics port equals the router port", "zero drain timeout", "no hash-pinned lock"],
 )
 def test_bad_router_input_is_refused_in_one_line_before_any_change(fleet, extra, message):
     unit = ssh(fleet.key, ROUTER_IP, "sha256sum /etc/systemd/system/sglang-router.service /etc/sglang-router/*")
