@@ -100,6 +100,8 @@ def missing(files: list[Path], python: str, arch: str) -> list[str]:
 def render(version: str, digests: dict[str, dict[str, set[str]]]) -> str:
     systems = ", ".join(f"{system} (CPython {py})" for py, _glibc, system in PYTHONS)
     lines = [
+        "# Copyright: llmops.sglang contributors",
+        "# Apache License 2.0 (see LICENSE)",
         f"# {PACKAGE} {version} and its dependencies, hash-pinned: every wheel pip picks",
         f"# on {systems},",
         f"# on {' and '.join(ARCHES)}. The router role installs this file with pip install --require-hashes.",

@@ -2,9 +2,11 @@
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))  # run-figures.py imports its neighbour generated_table, as when it runs
 spec = importlib.util.spec_from_file_location("run_figures", ROOT / "scripts" / "run-figures.py")
 run_figures = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(run_figures)
