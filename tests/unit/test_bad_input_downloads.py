@@ -289,6 +289,13 @@ ROLE_ROWS = [
         "set it again, the value is not shown",
     ),
     (
+        "role: model_hf_token with a plain-HTTP endpoint",
+        {"model_hf_token": TOKEN},
+        "model_hf_endpoint: expected an https:// URL when model_hf_token is set (every request of the download "
+        f"carries the token); found {NOWHERE}. Nothing was changed; use the hub's https URL, or set "
+        "model_hf_allow_plain_http to true for a hub mirror on a network you trust",
+    ),
+    (
         "role: model_hf_token not a string",
         {"model_hf_token": {"a": 1}},
         "model_hf_token: expected a string; found a dict; set it to the token text (from ansible-vault)",
