@@ -10,7 +10,7 @@ import json
 from ansible_collections.llmops.sglang.plugins.callback.sglang_progress import render_summary
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import MAX_LINE, StartupLog, parse_text
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_memory import capture_oom_advice
-from ansible_collections.llmops.sglang.plugins.modules.sglang_server import build_result
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_server_run import build_result
 
 
 def parse_bytes(data, chunk=None):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.callback import sglang_progress as cb
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import parse_text
-from ansible_collections.llmops.sglang.plugins.modules.sglang_server import build_result
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_server_run import build_result
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 

@@ -14,7 +14,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils import sglang_report
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_report_html as H
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_log import parse_text
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_report_text import render_text
-from ansible_collections.llmops.sglang.plugins.modules.sglang_server import build_result
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_server_run import build_result
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = Path(__file__).parent / "fixtures" / "logs"

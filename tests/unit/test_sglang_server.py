@@ -11,8 +11,9 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from fake_clock import FakeClock
 
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_launch
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_server_run as mod
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_wait import LogFollower
-from ansible_collections.llmops.sglang.plugins.modules import sglang_server as mod
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 D = "2026-02-18"
@@ -179,16 +180,18 @@ def test_health_gate(tmp_path, clock):
 
 
 def test_token_roundtrip_and_rejects_garbage():
-    tok = mod.encode_token({"source": "file", "path": "/x", "inode": 5, "offset": 7, "launch": 1.5})
-    assert mod.decode_token(tok)["offset"] == 7
+    tok = sglang_launch.encode_token({"source": "file", "path": "/x", "inode": 5, "offset": 7, "launch": 1.5})
+    assert sglang_launch.decode_token(tok)["offset"] == 7
     with pytest.raises(ValueError):
-        mod.decode_token("nope")
+        sglang_launch.decode_token("nope")
 
 
 def test_unit_dead_rules():
-    assert mod.unit_dead({"ActiveState": "active", "InvocationID": "a"}, "a") is None
-    assert "failed" in mod.unit_dead({"ActiveState": "failed", "SubState": "failed", "InvocationID": "a"}, "a")
-    assert "restarted" in mod.unit_dead({"ActiveState": "active", "InvocationID": "b"}, "a")
+    assert sglang_launch.unit_dead({"ActiveState": "active", "InvocationID": "a"}, "a") is None
+    assert "failed" in sglang_launch.unit_dead(
+        {"ActiveState": "failed", "SubState": "failed", "InvocationID": "a"}, "a"
+    )
+    assert "restarted" in sglang_launch.unit_dead({"ActiveState": "active", "InvocationID": "b"}, "a")
 
 
 @pytest.fixture
@@ -203,7 +206,7 @@ def on_clock(monkeypatch, clock):
 
 def run_module(args, capsys):
     with patch_module_args(args), pytest.raises(SystemExit) as exc:
-        mod.main()
+        mod.run_module()
     return exc.value.code, json.loads(capsys.readouterr().out)
 
 
@@ -213,7 +216,7 @@ def test_module_log_path_mode_end_to_end(tmp_path, capsys, on_clock):
     on_clock.at(0.3, on_clock.append(p, STARTUP + CAPTURE_END)).at(0.5, on_clock.append(p, READY))
     code, out = run_module({"log_path": str(p), "timeout": 10, "poll_interval": 0.05}, capsys)
     assert code == 0 and out["outcome"] == "ready" and out["done"] is True and out["launched"] is False
-    assert mod.decode_token(out["resume"])["offset"] == len(READY)
+    assert sglang_launch.decode_token(out["resume"])["offset"] == len(READY)
 
 
 def test_module_failure_message(tmp_path, capsys, on_clock):
@@ -235,7 +238,7 @@ def test_module_resume_with_fixed_args(tmp_path, capsys, on_clock):
     """An until loop re-runs the task with the same args: every attempt continues the same launch."""
     p = tmp_path / "s.log"
     p.write_text(READY)
-    tok = mod.encode_token(
+    tok = sglang_launch.encode_token(
         {"source": "file", "path": str(p), "inode": os.stat(p).st_ino, "offset": len(READY), "launch": on_clock()}
     )
     on_clock.append(p, STARTUP)()

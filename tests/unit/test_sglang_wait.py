@@ -12,8 +12,9 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from fake_clock import FakeClock
 
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_launch
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_server_run as mod
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_wait as wait
-from ansible_collections.llmops.sglang.plugins.modules import sglang_server as mod
 
 
 @pytest.fixture
@@ -51,12 +52,12 @@ def health_server():
 
 def run_module(args, capsys):
     with patch_module_args(args), pytest.raises(SystemExit) as exc:
-        mod.main()
+        mod.run_module()
     return exc.value.code, json.loads(capsys.readouterr().out)
 
 
 def health_only_token(path, launch, **extra):
-    return mod.encode_token(
+    return sglang_launch.encode_token(
         {"source": "file", "path": str(path), "unit": None, "inode": None, "offset": 0, "launch": launch}
         | {"health_only": True}
         | extra
@@ -115,7 +116,7 @@ def test_first_call_records_the_health_url_in_the_token(tmp_path, capsys, health
         capsys,
     )
     assert code == 0 and out["done"] is False
-    assert mod.decode_token(out["resume"])["health_url"] == health_server["url"]
+    assert sglang_launch.decode_token(out["resume"])["health_url"] == health_server["url"]
 
 
 def test_resume_of_a_health_only_token_past_its_timeout_fails_at_once(tmp_path, capsys, health_server, on_clock):
@@ -179,7 +180,9 @@ def test_the_wait_loop_refuses_numbers_that_would_never_end(tmp_path, kw, messag
 def test_the_module_reports_a_log_file_that_never_appeared(tmp_path, capsys, on_clock):
     """A log-only wait whose file vanished: the stall message names the missing file instead of "phase None"."""
     missing = tmp_path / "elsewhere" / "server.log"
-    token = mod.encode_token({"source": "file", "path": str(missing), "inode": None, "offset": 0, "launch": on_clock()})
+    token = sglang_launch.encode_token(
+        {"source": "file", "path": str(missing), "inode": None, "offset": 0, "launch": on_clock()}
+    )
     code, out = run_module({"resume": token, "stall_timeout": 1, "poll_interval": 0.05, "timeout": 30}, capsys)
     assert code == 1
     assert out["msg"] == (

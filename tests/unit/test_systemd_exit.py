@@ -1,5 +1,5 @@
 """A start that systemd itself could not perform is told apart from SGLang dying (plugins/module_utils/systemd_exit.py,
-sglang_server.start_unit): systemd's exit statuses come from the host's own systemd, a 219/CGROUP start (of SGLang or
+sglang_launch.start_unit): systemd's exit statuses come from the host's own systemd, a 219/CGROUP start (of SGLang or
 of its ExecStartPre step) is tried again after reset-failed and a pause, a bounded number of times, and any other
 spawn failure is reported with systemd's step name."""
 
@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_launch as mod
 from ansible_collections.llmops.sglang.plugins.module_utils import systemd_exit
-from ansible_collections.llmops.sglang.plugins.modules import sglang_server as mod
 
 
 def test_the_table_agrees_with_the_hosts_systemd_analyze():
