@@ -7,7 +7,7 @@ The ``sglang_server`` module's launch half (``sglang_server_run`` waits and shap
 input on the way back (a task passes it again), so ``decode_token`` checks every field.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 

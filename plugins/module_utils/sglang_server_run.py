@@ -9,7 +9,7 @@ launch itself (resume token, systemd unit) is ``sglang_launch``, the waiting ``s
 ``sglang_log``.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 

@@ -23,8 +23,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.hf_local import (
     read_peer_token,
     save_streak,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.hf_snapshot_run import argument_spec
 from ansible_collections.llmops.sglang.plugins.module_utils.hf_transfer import FileJob, Transfer
-from ansible_collections.llmops.sglang.plugins.modules.hf_snapshot import argument_spec
 
 COMMIT = "d" * 40
 DATA = os.urandom(256 << 10)
