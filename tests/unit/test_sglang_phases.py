@@ -91,8 +91,9 @@ def test_the_wait_loop_and_the_module_take_their_milestones_from_the_table():
     tree = ast.parse(module.read_text())
     doc = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "DOCUMENTATION")
     assert yaml.safe_load(doc)["options"]["wait_for"]["choices"] == list(P.WAIT_MILESTONES)
-    # the argument spec's choices are the table's (list(WAIT_MILESTONES) of the import)
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.keyword) and n.arg == "wait_for"]
+    # the argument spec's choices are the table's (list(WAIT_MILESTONES) of the import), in the module's engine
+    engine = ast.parse((ROOT / "plugins" / "module_utils" / "sglang_server_run.py").read_text())
+    calls = [n for n in ast.walk(engine) if isinstance(n, ast.keyword) and n.arg == "wait_for"]
     assert any("WAIT_MILESTONES" in ast.unparse(k.value) for k in calls), [ast.unparse(k.value) for k in calls]
 
 
