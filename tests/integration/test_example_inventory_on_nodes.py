@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 from _node_util import CALLBACKS, ROOT, VENV_BIN, booted_nodes, ssh_key
 from playbook_output import changed_tasks, play_recap
-from test_router_rolling_on_nodes import ClientLoop, ssh
+from test_router_rolling_on_nodes import ClientLoop, credential_files, ssh
 
 pytestmark = [
     pytest.mark.node,
@@ -156,7 +156,7 @@ def test_the_example_inventory_serves_behind_the_router_and_a_second_run_changes
     assert not (ci / "credentials").exists()
     ci_cache = work / "ci-cache"
     ci_cache.mkdir()
-    generated = secrets_of(copy)
+    generated = credential_files(copy)
     assert len(generated) >= 2 and all(len(v) >= 32 for v in generated.values()), sorted(generated)
     before = fleet_state()
     assert all(pid not in ("", "0") for pid in before["pids"].values()), before["pids"]
@@ -173,7 +173,7 @@ def test_the_example_inventory_serves_behind_the_router_and_a_second_run_changes
         "gpu02": 1,
         "gpu03": 1,
     }
-    assert secrets_of(ci) == generated  # taken from the hosts that hold them, not made anew (compared, never printed)
+    assert credential_files(ci) == generated  # taken from the hosts, not made anew (compared, never printed)
     fetched = sorted(str(p.relative_to(ci_cache)) for p in ci_cache.rglob("*") if p.is_file())
     assert fetched == [], f"the second control node's cache got {fetched}"
     after = fleet_state()
@@ -184,12 +184,6 @@ def test_the_example_inventory_serves_behind_the_router_and_a_second_run_changes
         f"site.yml from a second control node (no credentials/, empty wheelhouse), converged, changed=0: "
         f"{seconds:.0f} s, {loop.codes[200]} requests served through the router during it, {loop.failed} failed"
     )
-
-
-def secrets_of(inventory: Path) -> dict[str, str]:
-    """Every key file in the inventory's credentials/ directory, by name."""
-    d = inventory / "credentials"
-    return {p.name: p.read_text().strip() for p in sorted(d.iterdir()) if p.is_file()} if d.is_dir() else {}
 
 
 def fleet_state() -> dict:
