@@ -51,4 +51,11 @@ def problems(**overrides):
     assert "account_problems(allow_root=true)" in role_vars["server_account_problems"]
     accounts = {k: templar.template(trust_as_template(v)) for k, v in role_vars["server_accounts"].items()}
     variables["server_account_problems"] = inventory_values.account_problems(accounts, allow_root=True)
+    assert (
+        role_vars["server_unit_problems"]
+        == "{{ {'server_unit_name': server_unit_name} | llmops.sglang.unit_problems }}"
+    )
+    variables["server_unit_problems"] = inventory_values.unit_problems(
+        {"server_unit_name": variables["server_unit_name"]}
+    )
     return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(CHECKS)))["problems"]

@@ -1,6 +1,7 @@
 # Copyright: llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""llmops.sglang.inventory_problems, key_problems, path_problems, account_problems (docs: plugins/filter/*.yml).
+"""llmops.sglang.inventory_problems, key_problems, path_problems, account_problems, unit_problems
+(docs: plugins/filter/*.yml).
 
 The knowledge lives in module_utils/inventory_values.py; this file only adapts it to Jinja."""
 
@@ -44,6 +45,14 @@ def account_problems(accounts, allow_root=False):
     return inventory_values.account_problems(dict(accounts.items()), bool(allow_root))
 
 
+def unit_problems(units):
+    """One sentence per value of ``units`` ({variable: value}) that is not a systemd service name."""
+    if not hasattr(units, "items"):
+        found = type(units).__name__
+        raise AnsibleFilterError("unit_problems: expected a dict of variable name to unit name; found %s" % found)
+    return inventory_values.unit_problems(dict(units.items()))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -51,4 +60,5 @@ class FilterModule(object):
             "key_problems": key_problems,
             "path_problems": path_problems,
             "account_problems": account_problems,
+            "unit_problems": unit_problems,
         }

@@ -14,6 +14,8 @@ One home for the rules; the roles call them through the filter ``llmops.sglang.i
 * an account name (``llmops_service_user``, ``python_env_build_user``, ``model_storage_account`` ...) is lower-case
   letters, digits, ``_`` and ``-``, not starting with a digit or ``-``, at most 32 characters, and not root where
   the role runs something as it (``account_problems``; the modules that act as an account read ``is_account_name``);
+* a systemd unit's name (``server_unit_name``, ``router_unit_name``) ends in ``.service`` and holds no whitespace
+  (``unit_problems``);
 * any other text has no whitespace or control character (C0, DEL, C1, and the bidi/format controls).
 
 * a path the collection writes, chowns to a service account or prunes (``path_problems``) is absolute and normal (no
@@ -34,6 +36,7 @@ import re
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+UNIT = re.compile(r"[A-Za-z0-9:_.@-]+\.service")
 _LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 # C0 controls and DEL, C1 controls, and the invisible format characters that reorder or hide text (bidi embeddings
 # and overrides U+202A..U+202E, isolates U+2066..U+2069, marks U+200E/U+200F/U+061C, zero-width U+200B..U+200D,
@@ -88,6 +91,21 @@ def account_problems(accounts, allow_root=False):
         if problem:
             out.append(problem)
     return out
+
+
+# What each unit-name variable's refusal suggests (each role's own wording, as its refusals are tested).
+UNIT_ADVICE = {"server_unit_name": "Use sglang.service.", "router_unit_name": "Set it to sglang-router.service."}
+
+
+def unit_problems(units):
+    """One sentence per value of ``units`` ({variable: value}) that is not a systemd service name (the whole string:
+    no newline, no space, ending in ``.service``)."""
+    return [
+        "Expected %s to be a systemd service name ending in .service; found %s. %s"
+        % (what, shown(value), UNIT_ADVICE.get(what, "Use NAME.service."))
+        for what, value in units.items()
+        if not (isinstance(value, str) and UNIT.fullmatch(value))
+    ]
 
 
 def is_host_name(value):

@@ -55,6 +55,10 @@ def problems(**overrides):
     variables["router_path_problems"] = inventory_values.path_problems(paths, ("router_venv", "router_log_dir"))
     assert VARS["router_account_problems"] == "{{ {'router_user': router_user} | llmops.sglang.account_problems }}"
     variables["router_account_problems"] = inventory_values.account_problems({"router_user": variables["router_user"]})
+    assert VARS["router_unit_problems"] == "{{ {'router_unit_name': router_unit_name} | llmops.sglang.unit_problems }}"
+    variables["router_unit_problems"] = inventory_values.unit_problems(
+        {"router_unit_name": variables["router_unit_name"]}
+    )
     variables["router_bench_problems"] = sglang_bench.problems(
         {s: variables["router_bench_" + s] for s in ("prompts", "input_len", "output_len", "concurrency", "seed",
                                                       "timeout", "max_slowdown_pct")}, "router_bench")  # fmt: skip
