@@ -33,16 +33,18 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # ansible_collections/llmops/sglang is this checkout (a checked-in symlink)
+from ansible_collections.llmops.sglang.plugins.module_utils.pinned_requirements import (  # noqa: E402
+    normalize,
+    problem,
+)
+
 FILES = ROOT / "roles" / "router" / "files"
 PACKAGE = "sglang-router"
 # (CPython version, glibc of the newest system that runs it, the system) x architectures
 PYTHONS = [("3.10", 35, "Ubuntu 22.04"), ("3.11", 36, "Debian 12"), ("3.12", 39, "Ubuntu 24.04")]
 ARCHES = ["x86_64", "aarch64"]
 WHEEL = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)-")
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def platforms(glibc: int, arch: str) -> list[str]:
@@ -146,8 +148,12 @@ def main(argv: list[str] | None = None) -> int:
                 for f in files:
                     m = WHEEL.match(f.name)
                     digests[normalize(m["name"])][m["version"]].add(hashlib.sha256(f.read_bytes()).hexdigest())
+    text = render(args.version, digests)
+    wrong = problem(text, PACKAGE, args.version)  # the role's own check of a lock (lock_problem)
+    if wrong:
+        raise SystemExit(f"router-lock: the lock would not pass the role's check: {wrong}")
     out = FILES / f"{PACKAGE}-{args.version}.txt"
-    out.write_text(render(args.version, digests))
+    out.write_text(text)
     count = sum(len(h) for v in digests.values() for h in v.values())
     print(f"router-lock: {out.relative_to(ROOT)}: {len(digests)} packages, {count} files")
     return 0
