@@ -202,11 +202,23 @@ def test_root_is_refused_unless_the_caller_accepts_it():
     assert IV.account_problems({"llmops_service_user": None}) == []
 
 
-def test_no_role_or_plugin_spells_the_account_rule_itself():
-    # the rule's one home is inventory_values.ACCOUNT; the roles call llmops.sglang.account_problems
-    spelled = [
+def spelling(pattern: str) -> list[str]:
+    """The role and plugin files that spell ``pattern``."""
+    return [
         str(p.relative_to(ROOT))
         for p in [*(ROOT / "roles").rglob("*"), *(ROOT / "plugins").rglob("*.py")]
-        if p.is_file() and p.suffix in {".yml", ".j2", ".py"} and "[a-z_][a-z0-9_-]" in p.read_text()
+        if p.is_file() and p.suffix in {".yml", ".j2", ".py"} and pattern in p.read_text()
     ]
-    assert spelled == ["plugins/module_utils/inventory_values.py"]
+
+
+def test_no_role_or_plugin_spells_the_account_rule_itself():
+    # the rule's one home is inventory_values.ACCOUNT; the roles call llmops.sglang.account_problems
+    assert spelling("[a-z_][a-z0-9_-]") == ["plugins/module_utils/inventory_values.py"]
+
+
+def test_no_role_or_plugin_spells_the_unit_name_rule_itself():
+    # the rule's one home is inventory_values.UNIT; the roles call llmops.sglang.unit_problems
+    assert spelling("[A-Za-z0-9:_.@-]+") == ["plugins/module_utils/inventory_values.py"]
+    assert IV.unit_problems({"router_unit_name": "sglang-router.service"}) == []
+    (problem,) = IV.unit_problems({"router_unit_name": "a.service\nExecStartPre=+/bin/sh"})
+    assert "\n" not in problem and problem.endswith("Set it to sglang-router.service.")
